@@ -1,0 +1,53 @@
+// Command spillway is Spillway's one binary. Subcommands:
+//
+//	spillway sim SCENARIO [flags]   run one lab experiment (or "all")
+//	spillway version                print the version
+//
+// Run "spillway sim -h" for the scenarios and "spillway sim SCENARIO -h" for
+// a scenario's flags.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status:
+// 0 success, 1 failure at run time, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "sim":
+		return simCommand(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "spillway", version)
+		return 0
+	case "help", "-h", "--help", "-help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "spillway: unknown command %q (try: spillway help)\n", args[0])
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Spillway keeps services standing when demand exceeds capacity.
+
+Usage:
+  spillway sim SCENARIO [flags]   run a lab experiment under virtual time ("all" runs every one)
+  spillway version                print the version
+
+Run "spillway sim -h" to list the scenarios.
+`)
+}

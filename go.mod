@@ -1,0 +1,3 @@
+module github.com/spillwayhq/spillway
+
+go 1.26.8
