@@ -1,6 +1,9 @@
 package health
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // The seed's example: inter 2 s, timeout 1 s, fall 3, rise 2 detects a hung
 // server in 6 s on average and 7 s at worst, and takes it back within 4 s.
@@ -20,7 +23,7 @@ func TestCheckTimingSeedExample(t *testing.T) {
 func TestCheckTimingBounds(t *testing.T) {
 	for _, c := range []CheckTiming{{1, 0.5, 2, 3}, {5, 2, 3, 2}, {0.25, 0.1, 1, 1}, {10, 9, 7, 1}} {
 		// Mean is half an interval below worst, whatever the setting.
-		if d := c.WorstDetection() - c.MeanDetection(); d != c.Interval/2 {
+		if d := c.WorstDetection() - c.MeanDetection(); math.Abs(d-c.Interval/2) > 1e-12 {
 			t.Errorf("%+v: worst − mean = %v, want interval/2 = %v", c, d, c.Interval/2)
 		}
 		if c.MeanDetection() < c.Timeout+float64(c.Fall-1)*c.Interval {

@@ -20,6 +20,7 @@ type Scenario struct {
 	Name    string // command-line name, e.g. "codel"
 	Ref     string // stem of the reference experiment, e.g. "codel_vs_taildrop"
 	Summary string // one line for the scenario list
+	Chart   bool   // the report carries a chart, so --svg is offered
 	// Bind declares the scenario's flags on f, with the reference constants as
 	// defaults, and returns the function that runs the scenario with the
 	// values f holds once parsed.

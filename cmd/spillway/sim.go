@@ -37,7 +37,12 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	runner := sc.Bind(f)
 	fs := f.FlagSet()
 	format := fs.String("format", "text", "output format: text or json")
-	svg := fs.String("svg", "", "also write a chart to this SVG file")
+	var svg *string
+	if sc.Chart {
+		svg = fs.String("svg", "", "also write a chart to this SVG file")
+	} else {
+		svg = new(string)
+	}
 	if code, done := parse(fs, "spillway sim "+name, sc.Summary, rest, stdout, stderr); done {
 		return code
 	}
@@ -50,10 +55,6 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "spillway sim "+name, err)
 	}
 	if *svg != "" {
-		if len(rep.Charts) == 0 {
-			fmt.Fprintf(stderr, "spillway sim %s: --svg: this scenario draws no chart\n", name)
-			return 2
-		}
 		if err := writeFile(*svg, rep.WriteSVG); err != nil {
 			fmt.Fprintf(stderr, "spillway sim %s: --svg: %v\n", name, err)
 			return 1
