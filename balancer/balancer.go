@@ -133,12 +133,12 @@ var (
 	// ErrSetMismatch: the set passed to SmoothWRR.Pick does not have one
 	// endpoint per weight; the weighted picker belongs to another set.
 	ErrSetMismatch = errors.New("balancer: endpoint set does not match the picker's weights")
-	// ErrInvalidConfig: a configuration value is out of range; the error is a
+	// ErrConfig: a configuration value is out of range; the error is a
 	// *ConfigError naming the field.
-	ErrInvalidConfig = errors.New("balancer: invalid configuration")
+	ErrConfig = errors.New("balancer: invalid configuration")
 )
 
-// ConfigError reports a bad configuration value. It wraps ErrInvalidConfig.
+// ConfigError reports a bad configuration value. It wraps ErrConfig.
 type ConfigError struct {
 	Field  string // e.g. "weights[2]" or "PowerOfD.D"
 	Reason string // e.g. "must not be negative, got -1"
@@ -146,5 +146,5 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "balancer: " + e.Field + ": " + e.Reason }
 
-// Unwrap returns ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }

@@ -132,10 +132,10 @@ func TestPowerOfDValidate(t *testing.T) {
 	for _, d := range []int{-1, MaxChoices + 1} {
 		p := &PowerOfD{D: d}
 		var ce *ConfigError
-		if err := p.Validate(); !errors.As(err, &ce) || ce.Field != "PowerOfD.D" || !errors.Is(err, ErrInvalidConfig) {
+		if err := p.Validate(); !errors.As(err, &ce) || ce.Field != "PowerOfD.D" || !errors.Is(err, ErrConfig) {
 			t.Errorf("D=%d: Validate = %v", d, err)
 		}
-		if _, err := p.Pick(Size(3)); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := p.Pick(Size(3)); !errors.Is(err, ErrConfig) {
 			t.Errorf("D=%d: Pick err = %v", d, err)
 		}
 	}

@@ -167,8 +167,8 @@ func TestNewSmoothWRRErrors(t *testing.T) {
 	for _, tc := range tests {
 		_, err := NewSmoothWRR(tc.weights)
 		var ce *ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("%v: err = %v, want a *ConfigError wrapping ErrInvalidConfig", tc.weights, err)
+		if !errors.As(err, &ce) || !errors.Is(err, ErrConfig) {
+			t.Errorf("%v: err = %v, want a *ConfigError wrapping ErrConfig", tc.weights, err)
 			continue
 		}
 		if ce.Field != tc.field {

@@ -25,7 +25,7 @@ var codel = Scenario{
 		p.burstRate = f.Float("burst-rate", 200, Positive, "arrivals per second during the burst")
 		p.burstFrom = f.Float("burst-from", 2, NonNegative, "burst start, seconds")
 		p.burstTo = f.Float("burst-to", 5, NonNegative, "burst end, seconds (not before --burst-from)")
-		rfc := f.FlagSet().Bool("rfc8289", false, "also run RFC 8289 CoDel (same target and interval) and print it after the reference text")
+		rfc := f.Bool("rfc8289", false, "also run RFC 8289 CoDel (same target and interval) and print it after the reference text")
 		return func() (*Report, error) {
 			p.seed, p.rfc = *seed, *rfc
 			return runCodel(p)

@@ -228,3 +228,8 @@ func (f *Flags) Ints(name string, def []int, check Check, max int, usage string)
 	f.fs.Var(&intsValue{p, check, max}, name, usage)
 	return p
 }
+
+// Bool declares an on/off flag.
+func (f *Flags) Bool(name string, def bool, usage string) *bool {
+	return f.fs.Bool(name, def, usage)
+}
