@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -93,28 +95,35 @@ func (c *Chart) draw(b *strings.Builder) {
 	if !c.LogY && ymin > 0 {
 		ymin = 0
 	}
-	if xmax == xmin {
-		xmax = xmin + 1
+	var yt []float64
+	if c.LogY {
+		yt = decadeTicks(ymin, ymax)
+	} else {
+		yt = niceTicks(ymin, ymax)
 	}
-	if ymax == ymin {
-		ymax = ymin + 1
+	if xmax <= xmin { // one x value: centre it
+		pad := math.Max(1, math.Abs(xmin)/2)
+		xmin, xmax = xmin-pad, xmax+pad
 	}
-	ymax += (ymax - ymin) * 0.05
+	// The x axis spans the data; only the ticks inside it are drawn.
+	eps := 1e-9 * (xmax - xmin)
+	xt := slices.DeleteFunc(niceTicks(xmin, xmax), func(x float64) bool { return x < xmin-eps || x > xmax+eps })
+	ymin, ymax = yt[0], yt[len(yt)-1]
 	px := func(x float64) float64 { return padL + (x-xmin)/(xmax-xmin)*plotW }
 	py := func(y float64) float64 { return padT + plotH - (y-ymin)/(ymax-ymin)*plotH }
 
 	fmt.Fprintf(b, `<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>`+"\n", padL, esc(c.Title))
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", padL, padT, plotW, plotH)
-	for i := 0; i <= ticks; i++ {
-		fx := xmin + (xmax-xmin)*float64(i)/ticks
-		fy := ymin + (ymax-ymin)*float64(i)/ticks
+	for _, fx := range xt {
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>`+"\n", px(fx), padT, px(fx), padT+plotH)
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(fx), padT+plotH+16, tick(fx))
+	}
+	for _, fy := range yt {
 		label := fy
 		if c.LogY {
 			label = math.Pow(10, fy)
 		}
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>`+"\n", px(fx), padT, px(fx), padT+plotH)
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", padL, py(fy), padL+plotW, py(fy))
-		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", px(fx), padT+plotH+16, tick(fx))
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", padL-6, py(fy)+4, tick(label))
 	}
 	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", padL+plotW/2, padT+plotH+38, esc(c.XLabel))
@@ -140,18 +149,52 @@ func (c *Chart) draw(b *strings.Builder) {
 	}
 }
 
-func tick(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a == 0:
-		return "0"
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a >= 1:
-		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
-	default:
-		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
+// niceTicks returns about five round tick values (steps of 1, 2 or 5 times
+// a power of ten) covering [lo, hi].
+func niceTicks(lo, hi float64) []float64 {
+	if hi <= lo {
+		hi = lo + 1
 	}
+	raw := (hi - lo) / ticks
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * mag
+	for _, m := range []float64{1, 2, 5} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	start := math.Floor(lo/step) * step
+	var out []float64
+	for i := 0; ; i++ {
+		v := start + float64(i)*step
+		out = append(out, v)
+		if v >= hi-step*1e-9 || i > 4*ticks {
+			return out
+		}
+	}
+}
+
+// decadeTicks returns the whole decades (log10 values) covering [lo, hi].
+func decadeTicks(lo, hi float64) []float64 {
+	a, z := math.Floor(lo), math.Ceil(hi)
+	if z <= a {
+		z = a + 1
+	}
+	var out []float64
+	for v := a; v <= z; v++ {
+		out = append(out, v)
+	}
+	return out
+}
+
+func tick(v float64) string {
+	if a := math.Abs(v); a != 0 && (a >= 1e7 || a < 1e-4) {
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	// Six significant digits hide the float noise of tick arithmetic.
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
 }
 
 func esc(s string) string {
