@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/spillwayhq/spillway/ratelimit"
 )
 
 // Defaults used for zero BudgetConfig fields: the seed's budget, "retries at
@@ -26,8 +28,8 @@ type BudgetConfig struct {
 	Ratio float64
 	// MinPerSecond is an optional floor, in retries per second, for clients
 	// with so little traffic that Ratio alone would forbid every retry. It
-	// feeds a second bucket of capacity max(1, MinPerSecond) tokens (full at
-	// the start), refilled at MinPerSecond tokens per second of the times
+	// is a ratelimit.TokenBucket of rate MinPerSecond and burst
+	// max(1, ⌈MinPerSecond⌉) tokens (full at the start), driven by the times
 	// passed to TryRetry; a retry that the proportional bucket cannot pay is
 	// paid from it. Zero (the default) disables the floor; negative, NaN or
 	// infinite is invalid.
@@ -54,7 +56,7 @@ func (c BudgetConfig) Validate() error {
 //
 // Over any run, the retries TryRetry allows from the proportional bucket are
 // at most Max + Ratio × (new requests recorded), plus, with a floor, at most
-// max(1, MinPerSecond) + MinPerSecond × (seconds covered by the calls).
+// max(1, ⌈MinPerSecond⌉) + MinPerSecond × (seconds covered by the calls).
 //
 // A Budget is safe for concurrent use by many goroutines: a mutex guards the
 // few float64 operations of each call (no allocation, no logging); share one
@@ -62,14 +64,11 @@ func (c BudgetConfig) Validate() error {
 type Budget struct {
 	// immutable after NewBudget
 	max, ratio float64
-	floorRate  float64 // 0: no floor
-	floorMax   float64
+	floor      *ratelimit.TokenBucket // nil: no floor
 
 	mu         sync.Mutex
-	tokens     float64 // guarded by mu
-	floor      float64 // guarded by mu; floor bucket tokens
-	floorLast  float64 // guarded by mu; time of the last floor refill
-	floorStart bool    // guarded by mu; floorLast has been set
+	tokens     float64                    // guarded by mu
+	floorState ratelimit.TokenBucketState // guarded by mu
 }
 
 // NewBudget returns a full budget, or an error naming the bad field.
@@ -85,9 +84,15 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	}
 	b := &Budget{max: c.Max, ratio: c.Ratio, tokens: c.Max}
 	if c.MinPerSecond > 0 {
-		b.floorRate = c.MinPerSecond
-		b.floorMax = math.Max(1, c.MinPerSecond)
-		b.floor = b.floorMax
+		burst := math.Max(1, math.Ceil(c.MinPerSecond))
+		if burst > ratelimit.MaxBurst {
+			return nil, fmt.Errorf("%w: BudgetConfig.MinPerSecond = %v, want at most %d", ErrConfig, c.MinPerSecond, ratelimit.MaxBurst)
+		}
+		floor, err := ratelimit.NewTokenBucket(ratelimit.Limit{Rate: c.MinPerSecond, Burst: int(burst)})
+		if err != nil {
+			return nil, fmt.Errorf("%w: BudgetConfig.MinPerSecond: %v", ErrConfig, err)
+		}
+		b.floor = floor
 	}
 	return b, nil
 }
@@ -112,31 +117,7 @@ func (b *Budget) TryRetry(now float64) bool {
 		b.tokens -= 1
 		return true
 	}
-	if b.floorRate == 0 {
-		return false
-	}
-	b.refillFloorLocked(now)
-	if b.floor >= 1 {
-		b.floor -= 1
-		return true
-	}
-	return false
-}
-
-// refillFloorLocked adds MinPerSecond tokens per second since the last
-// refill to the floor bucket. Time going backwards adds nothing.
-func (b *Budget) refillFloorLocked(now float64) {
-	if math.IsNaN(now) {
-		return
-	}
-	if !b.floorStart {
-		b.floorStart, b.floorLast = true, now
-		return
-	}
-	if elapsed := now - b.floorLast; elapsed > 0 {
-		b.floor = math.Min(b.floorMax, b.floor+float64(elapsed*b.floorRate))
-		b.floorLast = now
-	}
+	return b.floor != nil && b.floor.Decide(&b.floorState, now, 1).Allowed
 }
 
 // Tokens returns the proportional bucket's current tokens, for metrics.

@@ -181,7 +181,7 @@ func TestBudgetConcurrent(t *testing.T) {
 }
 
 // The floor bucket pays for retries the proportional bucket cannot, at
-// MinPerSecond per second of the times passed in, up to max(1, MinPerSecond).
+// MinPerSecond per second of the times passed in, up to max(1, ⌈MinPerSecond⌉).
 func TestBudgetFloor(t *testing.T) {
 	b := mustBudget(t, BudgetConfig{Max: 1, Ratio: 0.001, MinPerSecond: 2})
 	for i, s := range []struct {
