@@ -64,13 +64,7 @@ func TestNegativeGapClamps(t *testing.T) {
 func TestBadTimes(t *testing.T) {
 	l := Limit{Rate: 1, Burst: 1}
 	q := Quota{Limit: 1, Window: 10}
-	tb, _ := NewTokenBucket(l)
-	m, _ := NewLeakyMeter(l)
-	lq, _ := NewLeakyQueue(l)
-	g, _ := NewGCRA(l)
-	fw, _ := NewFixedWindow(q)
-	sl, _ := NewSlidingLog(q)
-	sc, _ := NewSlidingCounter(q)
+	tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
 	nan := math.NaN()
 	want := []bool{true, false, false, true}
 	times := []float64{nan, -5, 0, 10}
@@ -119,13 +113,7 @@ func TestLimiterConcurrent(t *testing.T) {
 func TestNoAllocs(t *testing.T) {
 	l := Limit{Rate: 10, Burst: 8}
 	q := Quota{Limit: 8, Window: 1}
-	tb, _ := NewTokenBucket(l)
-	m, _ := NewLeakyMeter(l)
-	lq, _ := NewLeakyQueue(l)
-	g, _ := NewGCRA(l)
-	fw, _ := NewFixedWindow(q)
-	sl, _ := NewSlidingLog(q)
-	sc, _ := NewSlidingCounter(q)
+	tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
 	checkAllocs(t, "token bucket", tb)
 	checkAllocs(t, "leaky meter", m)
 	checkAllocs(t, "leaky queue", lq)
@@ -156,4 +144,30 @@ func checkAllocs[S any](t *testing.T, name string, alg Decider[S]) {
 	if a := testing.AllocsPerRun(1000, step); a != 0 {
 		t.Errorf("%s: %v allocations per decision pair, want 0", name, a)
 	}
+}
+
+// newAllSeven returns one of each algorithm: the four bucket algorithms for
+// l and the three window algorithms for q.
+func newAllSeven(t testing.TB, l Limit, q Quota) (*TokenBucket, *LeakyMeter, *LeakyQueue, *GCRA, *FixedWindow, *SlidingLog, *SlidingCounter) {
+	t.Helper()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb, err := NewTokenBucket(l)
+	must(err)
+	m, err := NewLeakyMeter(l)
+	must(err)
+	lq, err := NewLeakyQueue(l)
+	must(err)
+	g, err := NewGCRA(l)
+	must(err)
+	fw, err := NewFixedWindow(q)
+	must(err)
+	sl, err := NewSlidingLog(q)
+	must(err)
+	sc, err := NewSlidingCounter(q)
+	must(err)
+	return tb, m, lq, g, fw, sl, sc
 }

@@ -349,13 +349,7 @@ func TestRetryAfter(t *testing.T) {
 		// Bursts well above the limit, costs up to one more than capacity.
 		bucket := stream(r, 3000, 1/(3*l.Rate), l.Burst+1)
 		window := stream(r, 3000, q.Window/float64(3*q.Limit), q.Limit+1)
-		tb, _ := NewTokenBucket(l)
-		m, _ := NewLeakyMeter(l)
-		lq, _ := NewLeakyQueue(l)
-		g, _ := NewGCRA(l)
-		fw, _ := NewFixedWindow(q)
-		sl, _ := NewSlidingLog(q)
-		sc, _ := NewSlidingCounter(q)
+		tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
 		checkRetry(t, "token bucket", tb, same, bucket)
 		checkRetry(t, "leaky meter", m, same, bucket)
 		checkRetry(t, "leaky queue", lq, cloneQueue, bucket)
@@ -370,13 +364,7 @@ func TestRetryAfter(t *testing.T) {
 func TestZeroStateIsFull(t *testing.T) {
 	l := Limit{Rate: 3, Burst: 4}
 	q := Quota{Limit: 4, Window: 7}
-	tb, _ := NewTokenBucket(l)
-	m, _ := NewLeakyMeter(l)
-	lq, _ := NewLeakyQueue(l)
-	g, _ := NewGCRA(l)
-	fw, _ := NewFixedWindow(q)
-	sl, _ := NewSlidingLog(q)
-	sc, _ := NewSlidingCounter(q)
+	tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
 	for _, now := range []float64{0, 0.25, 13.7, 1e9} {
 		checkFull(t, "token bucket", tb, now, 4)
 		checkFull(t, "leaky meter", m, now, 4)
