@@ -7,10 +7,9 @@ import (
 )
 
 var limiterMemory = Scenario{
-	Name: "limiter-memory",
-	Ref:  "limiter_memory",
-	Summary: "memory for per-user limiter state by algorithm, from ratelimit.StateBytes " +
-		"(timestamps 8 B, counters 4 B, a flat per-key overhead; real stores differ)",
+	Name:    "limiter-memory",
+	Ref:     "limiter_memory",
+	Summary: "bytes of limiter state per algorithm for millions of users (ratelimit.StateBytes)",
 	Bind: func(f *Flags) Runner {
 		users := f.Int("users", 10_000_000, Positive, 1e12, "users (keys) with limiter state (at most 1e12)")
 		limit := f.Int("limit", 100, Positive, 1e9, "requests allowed per user per window; the sliding log keeps that many timestamps (at most 1e9)")

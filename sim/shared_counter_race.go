@@ -9,11 +9,9 @@ import (
 )
 
 var sharedCounterRace = Scenario{
-	Name: "shared-counter-race",
-	Ref:  "shared_counter_race",
-	Summary: "two gateway nodes share one counter in a remote store; requests arrive within 200 ms and each " +
-		"store call takes 1-3 ms: GET then SET and GET then INCR race, one atomic step " +
-		"(ratelimit.FixedWindow in the store) does not",
+	Name:    "shared-counter-race",
+	Ref:     "shared_counter_race",
+	Summary: "two nodes share a counter: GET then SET races past the limit, one atomic step does not",
 	Bind: func(f *Flags) Runner {
 		seed := f.Seed("seed", 99, "random seed of arrival times, nodes and store latencies")
 		limit := f.Int("limit", 100, Positive, 1e9, "requests allowed in the window (at most 1e9)")

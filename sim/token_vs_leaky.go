@@ -8,10 +8,9 @@ import (
 )
 
 var tokenVsLeaky = Scenario{
-	Name: "token-vs-leaky",
-	Ref:  "token_vs_leaky",
-	Summary: "token bucket (meter) vs leaky bucket (queue) on one bursty stream: 10 s of background " +
-		"plus two bursts at 2 s and 6 s, each spread over 0.2 s (ratelimit.TokenBucket, ratelimit.LeakyQueue)",
+	Name:    "token-vs-leaky",
+	Ref:     "token_vs_leaky",
+	Summary: "token bucket (meter) against leaky bucket (queue) on one bursty stream",
 	Bind: func(f *Flags) Runner {
 		var p tokenVsLeakyParams
 		p.seed = f.Seed("seed", 7, "random seed of the arrival stream")

@@ -7,14 +7,12 @@ import (
 )
 
 var windows = Scenario{
-	Name: "windows",
-	Ref:  "window_counters",
-	Summary: "fixed window, sliding log and sliding window counter on two bursts of --limit requests " +
-		"(ratelimit.FixedWindow, SlidingLog, SlidingCounter); each burst lasts 1/60 of the window and starts " +
-		"at 59/60 W, W, W/60 or 1.5 W — the reference's 0:59, 1:00, 0:01 and 1:30 for W = 60 s",
+	Name:    "windows",
+	Ref:     "window_counters",
+	Summary: "fixed window, sliding log and sliding window counter at a window boundary",
 	Bind: func(f *Flags) Runner {
 		limit := f.Int("limit", 100, Positive, 1e6, "requests allowed per window; also the size of each burst (at most 1e6)")
-		window := f.Float("window", 60, Positive, "window length W, seconds")
+		window := f.Float("window", 60, Positive, "window length W, seconds; the bursts last W/60 and start at 59/60 W, W, W/60 and 1.5 W (0:59, 1:00, 0:01 and 1:30 for 60 s)")
 		return func() (*Report, error) { return runWindows(*limit, *window) }
 	},
 }
