@@ -1,0 +1,277 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spillwayhq/spillway/ratelimit"
+	"golang.org/x/time/rate"
+)
+
+// The keyed benchmarks compare the in-memory store with its peer, a sync.Map
+// of golang.org/x/time/rate limiters (one per key, created in advance), in
+// the same run:
+//
+//	go test ./ratelimit/ -run '^$' -bench 'Keyed' -benchtime=1s -count=3
+//
+// Both decide a bucket of 1000/s with a burst of 1000 per key at a fixed
+// instant, so every decision is an allowed one on an existing key. Each
+// operation takes the next key of a precomputed random sequence (each
+// goroutine starting at its own offset); the sequence's strings are copies
+// of the stored keys, as a server's requests carry keys of their own, so
+// neither store finds its key by pointer equality. The ratio is the peer's
+// ns/op over the store's.
+
+const (
+	benchKeys    = 1_000_000
+	benchSeqLen  = 1 << 21
+	benchKeyRate = 1000
+)
+
+var (
+	benchOnce  sync.Once
+	benchSeq   []string // keys to decide, in a random order
+	benchMem   *ratelimit.Memory
+	benchPeer  sync.Map
+	benchT0    = time.Unix(1_700_000_000, 0)
+	memSink    ratelimit.Decision
+	peerSink   bool
+	benchStart atomic.Uint64
+)
+
+// benchKeyName is a 16-byte key, so a key string is one 16-byte allocation.
+func benchKeyName(i int) string { return fmt.Sprintf("user:%011d", i) }
+
+func benchSetup(b *testing.B) {
+	benchOnce.Do(func() {
+		m, err := ratelimit.NewMemory(ratelimit.Spec{Rate: benchKeyRate, Per: 1, Burst: benchKeyRate}, ratelimit.MemoryConfig{})
+		if err != nil {
+			panic(err)
+		}
+		lookup := make([]string, benchKeys)
+		for i := range lookup {
+			k := benchKeyName(i)
+			m.AllowN(context.Background(), k, 1000, 1) // the store copies the key
+			benchPeer.Store(k, rate.NewLimiter(benchKeyRate, benchKeyRate))
+			lookup[i] = strings.Clone(k)
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		benchSeq = make([]string, benchSeqLen)
+		for i := range benchSeq {
+			benchSeq[i] = lookup[r.IntN(benchKeys)]
+		}
+		benchMem = m
+		runtime.GC()
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+}
+
+// benchOffset gives each RunParallel goroutine its own place in the sequence.
+func benchOffset() int {
+	return int(benchStart.Add(1) * 7919 * 1021 % benchSeqLen)
+}
+
+func BenchmarkKeyed1MParallel(b *testing.B) {
+	b.Run("spillway-memory", func(b *testing.B) {
+		benchSetup(b)
+		ctx := context.Background()
+		b.RunParallel(func(pb *testing.PB) {
+			i := benchOffset()
+			var d ratelimit.Decision
+			for pb.Next() {
+				d, _ = benchMem.AllowN(ctx, benchSeq[i&(benchSeqLen-1)], 1000, 1)
+				i++
+			}
+			memSink = d
+		})
+	})
+	b.Run("x-time-rate-sync-map", func(b *testing.B) {
+		benchSetup(b)
+		b.RunParallel(func(pb *testing.PB) {
+			i := benchOffset()
+			ok := false
+			for pb.Next() {
+				v, _ := benchPeer.Load(benchSeq[i&(benchSeqLen-1)])
+				ok = v.(*rate.Limiter).AllowN(benchT0, 1)
+				i++
+			}
+			peerSink = ok
+		})
+	})
+}
+
+// BenchmarkKeyed1KParallel is the same over 1,000 keys, which stay in the
+// CPU caches: the decision's own cost rather than the memory's latency.
+// Each key takes thousands of decisions at the fixed instant here, so the
+// buckets hold 10^9 to keep every decision an allowed one.
+func BenchmarkKeyed1KParallel(b *testing.B) {
+	keys := make([]string, 1000)
+	m, _ := ratelimit.NewMemory(ratelimit.Spec{Rate: 1e9, Per: 1, Burst: 1e9}, ratelimit.MemoryConfig{})
+	var peer sync.Map
+	for i := range keys {
+		k := benchKeyName(i)
+		m.AllowN(context.Background(), k, 1000, 1)
+		peer.Store(k, rate.NewLimiter(1e9, 1e9))
+		keys[i] = strings.Clone(k)
+	}
+	b.Run("spillway-memory", func(b *testing.B) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := benchOffset()
+			var d ratelimit.Decision
+			for pb.Next() {
+				d, _ = m.AllowN(ctx, keys[(i*7)%1000], 1000, 1)
+				i++
+			}
+			memSink = d
+		})
+	})
+	b.Run("x-time-rate-sync-map", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := benchOffset()
+			ok := false
+			for pb.Next() {
+				v, _ := peer.Load(keys[(i*7)%1000])
+				ok = v.(*rate.Limiter).AllowN(benchT0, 1)
+				i++
+			}
+			peerSink = ok
+		})
+	})
+}
+
+// BenchmarkKeyedOneKeyParallel is every goroutine on one key: the shard
+// lock (or the limiter's mutex) is the contended part.
+func BenchmarkKeyedOneKeyParallel(b *testing.B) {
+	b.Run("spillway-memory", func(b *testing.B) {
+		m, _ := ratelimit.NewMemory(ratelimit.Spec{Rate: 1e9, Per: 1, Burst: 1e9}, ratelimit.MemoryConfig{})
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var d ratelimit.Decision
+			for pb.Next() {
+				d, _ = m.AllowN(ctx, "tenant:42", 1000, 1)
+			}
+			memSink = d
+		})
+	})
+	b.Run("x-time-rate-sync-map", func(b *testing.B) {
+		var peer sync.Map
+		peer.Store("tenant:42", rate.NewLimiter(1e9, 1e9))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			ok := false
+			for pb.Next() {
+				v, _ := peer.Load("tenant:42")
+				ok = v.(*rate.Limiter).AllowN(benchT0, 1)
+			}
+			peerSink = ok
+		})
+	})
+}
+
+// BenchmarkKeyedBytesPerIdleKey inserts b.N idle keys (16-byte strings) and
+// reports the heap they take per key, beyond the key string's own 16 bytes.
+// Run it with -benchtime=1000000x for the million-key figure.
+func BenchmarkKeyedBytesPerIdleKey(b *testing.B) {
+	measure := func(b *testing.B, insert func(keys []string) any) {
+		keys := make([]string, b.N)
+		for i := range keys {
+			keys[i] = benchKeyName(i)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.ResetTimer()
+		store := insert(keys)
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N)-16, "B/key")
+		runtime.KeepAlive(store)
+		runtime.KeepAlive(keys)
+	}
+	b.Run("spillway-memory-gcra", func(b *testing.B) {
+		measure(b, func(keys []string) any {
+			m, _ := ratelimit.NewMemory(ratelimit.Spec{Rate: 1, Per: 60}, ratelimit.MemoryConfig{MaxKeys: max(len(keys), 1<<10)})
+			for _, k := range keys {
+				m.AllowN(context.Background(), k, 0, 1)
+			}
+			return m
+		})
+	})
+	b.Run("x-time-rate-sync-map", func(b *testing.B) {
+		measure(b, func(keys []string) any {
+			var peer sync.Map
+			for _, k := range keys {
+				lim := rate.NewLimiter(1.0/60, 1)
+				lim.AllowN(benchT0, 1)
+				peer.Store(strings.Clone(k), lim)
+			}
+			return &peer
+		})
+	})
+}
+
+// BenchmarkLeasedRoundTrips reports the global store's round trips per
+// decision with leases of 10, from parallel goroutines on 16 hot keys.
+func BenchmarkLeasedRoundTrips(b *testing.B) {
+	global, _ := ratelimit.NewMemory(ratelimit.Spec{Rate: 1e9, Per: 1, Burst: 1e9}, ratelimit.MemoryConfig{})
+	counted := &benchCounting{inner: global}
+	l, _ := ratelimit.NewLeased(counted, ratelimit.LeaseConfig{Size: 10})
+	keys := make([]string, 16)
+	for i := range keys {
+		keys[i] = fmt.Sprint("tenant-", i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := benchOffset()
+		for pb.Next() {
+			memSink, _ = l.AllowN(ctx, keys[i&15], 1, 1)
+			i++
+		}
+	})
+	b.ReportMetric(float64(counted.calls.Load())/float64(b.N), "round-trips/op")
+}
+
+type benchCounting struct {
+	inner ratelimit.Keyed
+	calls atomic.Int64
+}
+
+func (c *benchCounting) AllowN(ctx context.Context, key string, now float64, cost int) (ratelimit.Decision, error) {
+	c.calls.Add(1)
+	return c.inner.AllowN(ctx, key, now, cost)
+}
+
+// BenchmarkHeavyHittersObserve is the hot path of the hot-key tracker on a
+// Zipf stream (most observations are of tracked keys).
+func BenchmarkHeavyHittersObserve(b *testing.B) {
+	h, _ := ratelimit.NewHeavyHitters(ratelimit.HotKeysConfig{})
+	r := rand.New(rand.NewPCG(3, 4))
+	z := rand.NewZipf(r, 1.2, 1, 9999)
+	stream := make([]string, 1<<16)
+	for i := range stream {
+		stream[i] = fmt.Sprint("tenant-", z.Uint64())
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := benchOffset()
+		for pb.Next() {
+			h.Observe(stream[i&(1<<16-1)], 1, 0)
+			i++
+		}
+	})
+}
