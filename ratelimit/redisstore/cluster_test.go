@@ -1,0 +1,101 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestCluster runs every algorithm on a Redis Cluster of three masters
+// started for the test: keys spread over the nodes, a key's rules share a
+// slot, each node loads the scripts through the NOSCRIPT fallback, and 64
+// goroutines sending 2,000 requests over 20 keys get exactly each key's
+// limit of 10.
+func TestCluster(t *testing.T) {
+	addrs := startCluster(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	ctx := context.Background()
+
+	// A key's rules share the key's slot.
+	a := newStore(t, cc, gcra, Config{Rule: "a"})
+	b := newStore(t, cc, gcra, Config{Rule: "b"})
+	for _, k := range []string{"u42", "tenant-7", "a}b", "x{y", "a-much-longer-key-" + strconv.Itoa(1<<20)} {
+		sa, err := cc.ClusterKeySlot(ctx, a.RedisKey(k)).Result()
+		must(t, err)
+		sb, err := cc.ClusterKeySlot(ctx, b.RedisKey(k)).Result()
+		must(t, err)
+		if sa != sb {
+			t.Errorf("key %q: rule a in slot %d, rule b in slot %d", k, sa, sb)
+		}
+		if got := clusterSlot(a.tagOf(k)); int64(got) != sa {
+			t.Errorf("key %q: clusterSlot %d, Redis says %d", k, got, sa)
+		}
+	}
+
+	const keys, perKey, requests = 20, 10, 2000
+	for _, spec := range raceSpecs {
+		spec.Rate = perKey
+		if spec.Burst != 0 {
+			spec.Burst = perKey - 1
+		}
+		t.Run(spec.Algorithm.Name(), func(t *testing.T) {
+			st := newStore(t, cc, spec, Config{Rule: "cluster", Prefix: testPrefix(t), Timeout: 10})
+			var admitted [keys]atomic.Int64
+			var next, failed atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for {
+						i := next.Add(1) - 1
+						if i >= requests {
+							return
+						}
+						d, err := st.AllowN(ctx, "user-"+strconv.Itoa(int(i%keys)), 0, 1)
+						switch {
+						case err != nil:
+							failed.Add(1)
+						case d.Allowed:
+							admitted[i%keys].Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if failed.Load() != 0 {
+				t.Fatalf("%d errors", failed.Load())
+			}
+			for k := range admitted {
+				if n := admitted[k].Load(); n != perKey {
+					t.Errorf("key user-%d: admitted %d, want %d", k, n, perKey)
+				}
+			}
+			if st.Stats().Reloads == 0 {
+				t.Errorf("no NOSCRIPT fallback on a fresh cluster")
+			}
+		})
+	}
+
+	// The keys landed on every master.
+	var mu sync.Mutex
+	sizes := map[string]int64{}
+	must(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		n, err := c.DBSize(ctx).Result()
+		mu.Lock()
+		sizes[c.Options().Addr] = n
+		mu.Unlock()
+		return err
+	}))
+	for addr, n := range sizes {
+		if n == 0 {
+			t.Errorf("master %s holds no key: %v", addr, sizes)
+		}
+	}
+	if len(sizes) != 3 {
+		t.Errorf("%d masters, want 3", len(sizes))
+	}
+}

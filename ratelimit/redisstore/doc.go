@@ -1,0 +1,117 @@
+// Package redisstore enforces a ratelimit rule on Redis, so that every
+// gateway sharing the Redis server (standalone, Sentinel or Cluster, through
+// go-redis's UniversalClient) counts against one limit: the central store
+// of seed 002 ("Distributed rate limiting", path 1). A Store implements
+// ratelimit.Keyed for one rule; build one per rule.
+//
+//	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"},
+//		ContextTimeoutEnabled: true, MaxRetries: -1})
+//	st, err := redisstore.New(rdb, ratelimit.Spec{Rate: 100, Per: 60, Burst: 20},
+//		redisstore.Config{Rule: "user-default"})
+//	...
+//	defer st.Close()
+//	limit, err := ratelimit.NewGuarded(st, ratelimit.GuardConfig{Mode: ratelimit.FailOpen})
+//	...
+//	d, err := limit.AllowN(ctx, "u42", clk.Now(), 1)
+//
+// # Algorithms
+//
+// Each of the seven algorithms of package ratelimit has its own Lua script,
+// run atomically by Redis, with the same formulas and semantics as the
+// in-memory code (cost-weighted; a denied request consumes nothing;
+// Remaining, RetryAfter, Reset, and for the leaky queue Delay and Start).
+// Given the same instants, the scripts take the same float64 operations in
+// the same order, and the tests check that their decisions equal the
+// in-memory ones bit for bit (RetryAfter within a few ulps). State per key:
+//
+//	GCRA                 string: TAT                        (SET … PX)
+//	token bucket         hash {t: tokens, l: last refill}
+//	leaky meter          hash {v: level, l: last leak}
+//	leaky queue          hash {h: oldest release, n: waiting, b: newest release, f: next free}
+//	fixed window         hash {c: count, w: window number}
+//	sliding window cnt.  hash {p: previous count, c: current count, w: window number}
+//	sliding log          sorted set of admitted times (one member per unit)
+//
+// A script loops once per unit of cost for the leaky queue and the sliding
+// log, so their Burst (Rate) is capped at MaxEntries.
+//
+// # Key layout
+//
+// Every key is Prefix:{k}:Rule (default prefix "rl"), the seed's
+// rl:{u42}:user-default: the hash tag {k} puts all of one user key's rules in
+// one Cluster slot. k is the user key itself, unless it is longer than
+// MaxRawKeyLen, contains '{' or '}', or starts with '#': then k is '#' and 32
+// hex digits of its SHA-256 (see Store.RedisKey). Rule and Prefix may not
+// contain braces.
+//
+// # TTL rule
+//
+// Every write sets a TTL (PX / PEXPIRE) of ceil(d·1000) ms + TTLMargin,
+// where d is the time until the key's state becomes equivalent to no state:
+// the bucket full again (GCRA: TAT − now; token bucket: (Burst − tokens)/Rate),
+// empty (leaky meter: level/Rate; leaky queue: next free slot − now), or the
+// window's counts no longer mattering (fixed window: the window's end;
+// sliding counter: the end of the next window; sliding log: the newest
+// entry's exit). A missing key equals a fresh one, so an expired key changes
+// no decision; idle keys cost no memory.
+//
+// # Clock
+//
+// The scripts read Redis's clock (TIME, seconds + microseconds), once per
+// script call (the decisions of one batch share an instant): all gateways
+// share it, and skew between gateway clocks does not matter. The now
+// argument of AllowN is ignored. A time earlier than a key's stored time
+// (Redis's clock stepped back, or a failover to a replica whose clock is
+// behind) is a negative gap, clamped to zero as in the in-memory
+// algorithms. Redis ≥ 5 replicates a script's effects, not the script, so
+// reading TIME in a script that writes is allowed. (The package's tests
+// give the scripts an explicit now instead, through an unexported switch,
+// to compare them with the in-memory algorithms on a controlled timeline.)
+//
+// # Batching
+//
+// AllowN puts its decision on a bounded queue (Config.QueueSize; when full,
+// AllowN fails at once with ErrQueueFull) and waits. Config.Workers
+// goroutines each take every waiting decision (up to Config.MaxBatch) and
+// send them in one round trip. No decision waits for a batch to fill: a
+// lone call goes out at once, and under load the calls that arrive while
+// the workers' round trips are out form the next batches.
+//
+// A batch is decided by as few script calls as Redis allows: one EVALSHA
+// with all its keys on a standalone server or Sentinel's master (a
+// *redis.Client); one per hash slot on a Cluster (go-redis then sends each
+// to its node); one per hash tag on any other client (Ring). Redis then
+// parses one command, sets up one script and reads TIME once per call, not
+// per decision: each decision costs Redis little more than its GET and SET.
+// The keys of one call are decided one after another, exactly as separate
+// calls would be. For the leaky queue and the sliding log, whose scripts
+// loop per unit of cost, a call carries at most 4096 units (a larger single
+// decision goes alone), so no batch holds Redis long.
+//
+// A NOSCRIPT reply (the server restarted, SCRIPT FLUSH, a new Cluster node)
+// is answered by re-sending those calls with EVAL, which loads the script;
+// Load preloads it (worth doing at start-up, so the first decisions do not
+// spend their Timeout on it). Close stops the workers; no goroutine
+// outlives it.
+//
+// # Failure
+//
+// Each AllowN waits at most Config.Timeout (default 5 ms) from the call,
+// queueing included, or until its ctx ends, and then returns an error
+// (ErrTimeout or the ctx's error); errors from Redis or the network are
+// returned too. Every error wraps ratelimit.ErrStoreUnavailable. A call
+// whose caller gave up before it was sent is not sent; one already sent may
+// still be counted by Redis.
+//
+// A worker's round trip is given the deadline of the last caller in its
+// batch. go-redis applies a context's deadline to the socket only when the
+// client's ContextTimeoutEnabled option is set; set it (and keep the
+// client's MaxRetries and DialTimeout low), or a hung Redis holds a worker,
+// and Close, for the client's ReadTimeout (3 s by default). Callers are not
+// held either way: each gives up at its own Timeout.
+//
+// What a failed decision means for the request — serve (fail open, with a
+// loose local floor) or refuse (fail closed, 503) — and the circuit breaker
+// that stops calling a dead Redis are ratelimit.Guarded's job: wrap the
+// Store in ratelimit.NewGuarded.
+package redisstore

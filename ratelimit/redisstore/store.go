@@ -1,0 +1,395 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spillwayhq/spillway/ratelimit"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultPrefix    = "rl"
+	DefaultTimeout   = 0.005 // seconds: 5 ms per decision, queueing included
+	DefaultTTLMargin = 1.0   // seconds added to every key's TTL
+	DefaultQueueSize = 4096  // decisions waiting for a pipeline
+	DefaultMaxBatch  = 256   // decisions per pipeline
+	DefaultWorkers   = 4     // goroutines sending pipelines
+)
+
+// Limits on Config fields and keys.
+const (
+	MaxRuleLen   = 128     // bytes in Config.Rule
+	MaxPrefixLen = 64      // bytes in Config.Prefix
+	MaxRawKeyLen = 128     // longer user keys are hashed (see Store.RedisKey)
+	MaxQueueSize = 1 << 20 // Config.QueueSize
+	MaxMaxBatch  = 4096    // Config.MaxBatch
+	MaxWorkers   = 64      // Config.Workers
+	MaxTimeout   = 60.0    // seconds, Config.Timeout
+	// MaxEntries is the largest leaky-queue Burst and sliding-log Rate the
+	// store accepts: a script loops once per unit of cost, and Redis runs
+	// one script at a time, so a decision may take at most ~MaxEntries steps.
+	MaxEntries = ratelimit.MaxLogLimit
+)
+
+// maxScriptUnits bounds the units of cost decided by one script call of the
+// leaky queue or the sliding log (whose scripts loop once per unit), so a
+// batch holds Redis for a bounded time; a single larger decision goes alone.
+const maxScriptUnits = 4096
+
+// Errors. Each wraps ratelimit.ErrStoreUnavailable, so a caller (or
+// ratelimit.Guarded) needs to test only that.
+var (
+	// ErrConfig is wrapped by configuration errors from New.
+	ErrConfig = errors.New("redisstore: invalid configuration")
+	// ErrTimeout: no answer within Config.Timeout. The decision may still
+	// have been taken (and counted) by Redis after the caller gave up.
+	ErrTimeout = fmt.Errorf("redisstore: no answer in time: %w", ratelimit.ErrStoreUnavailable)
+	// ErrQueueFull: Config.QueueSize decisions were already waiting; the
+	// call is refused at once, without waiting.
+	ErrQueueFull = fmt.Errorf("redisstore: queue full: %w", ratelimit.ErrStoreUnavailable)
+	// ErrClosed: the Store was closed.
+	ErrClosed = fmt.Errorf("redisstore: store closed: %w", ratelimit.ErrStoreUnavailable)
+)
+
+// Config configures a Store. Rule is required; every other zero field
+// takes its default.
+type Config struct {
+	// Rule is the rule's id, the last part of every key
+	// (Prefix:{key}:Rule): 1 to MaxRuleLen bytes, without '{' or '}'.
+	// Two Stores with the same Prefix and Rule share their keys: that is
+	// how several gateways enforce one limit.
+	Rule string
+	// Prefix is the first part of every key; "" means DefaultPrefix ("rl").
+	// At most MaxPrefixLen bytes, without '{' or '}'.
+	Prefix string
+	// Timeout is the longest AllowN waits for its answer, in seconds,
+	// queueing included (an earlier ctx deadline wins). Zero means
+	// DefaultTimeout (5 ms); at most MaxTimeout.
+	Timeout float64
+	// TTLMargin is added to every key's TTL, in seconds: a key expires
+	// TTLMargin after the instant its state becomes the same as no state
+	// (bucket full, queue empty, window over). Zero means DefaultTTLMargin
+	// (1 s); it is rounded up to whole milliseconds.
+	TTLMargin float64
+	// QueueSize bounds the decisions waiting for a pipeline. When it is
+	// full AllowN fails at once with ErrQueueFull. Zero means
+	// DefaultQueueSize; at most MaxQueueSize.
+	QueueSize int
+	// MaxBatch bounds the decisions a worker sends in one round trip (on a
+	// standalone server, in one script call). Zero means DefaultMaxBatch;
+	// at most MaxMaxBatch.
+	MaxBatch int
+	// Workers is the number of goroutines that take decisions off the
+	// queue and send them, one round trip at a time each.
+	// Zero means DefaultWorkers; at most MaxWorkers. Each uses one
+	// connection of the client's pool while its pipeline is out.
+	Workers int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.TTLMargin == 0 {
+		c.TTLMargin = DefaultTTLMargin
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	return c
+}
+
+// validate checks a Config with defaults filled in.
+func (c Config) validate() error {
+	switch {
+	case c.Rule == "" || len(c.Rule) > MaxRuleLen || strings.ContainsAny(c.Rule, "{}"):
+		return fmt.Errorf("%w: Rule %q must be 1 to %d bytes without '{' or '}'", ErrConfig, c.Rule, MaxRuleLen)
+	case len(c.Prefix) > MaxPrefixLen || strings.ContainsAny(c.Prefix, "{}"):
+		return fmt.Errorf("%w: Prefix %q must be at most %d bytes without '{' or '}'", ErrConfig, c.Prefix, MaxPrefixLen)
+	case !(c.Timeout > 0) || c.Timeout > MaxTimeout:
+		return fmt.Errorf("%w: Timeout must be from 0 to %v seconds (0 means %v), got %v", ErrConfig, MaxTimeout, DefaultTimeout, c.Timeout)
+	case !(c.TTLMargin > 0) || c.TTLMargin > 86400:
+		return fmt.Errorf("%w: TTLMargin must be from 0 to 86400 seconds (0 means %v), got %v", ErrConfig, DefaultTTLMargin, c.TTLMargin)
+	case c.QueueSize < 1 || c.QueueSize > MaxQueueSize:
+		return fmt.Errorf("%w: QueueSize must be from 0 to %d (0 means %d), got %d", ErrConfig, MaxQueueSize, DefaultQueueSize, c.QueueSize)
+	case c.MaxBatch < 1 || c.MaxBatch > MaxMaxBatch:
+		return fmt.Errorf("%w: MaxBatch must be from 0 to %d (0 means %d), got %d", ErrConfig, MaxMaxBatch, DefaultMaxBatch, c.MaxBatch)
+	case c.Workers < 1 || c.Workers > MaxWorkers:
+		return fmt.Errorf("%w: Workers must be from 0 to %d (0 means %d), got %d", ErrConfig, MaxWorkers, DefaultWorkers, c.Workers)
+	}
+	return nil
+}
+
+// Stats are a Store's counters since New.
+type Stats struct {
+	Decisions  uint64 // calls answered with Redis's decision (allowed or not)
+	Errors     uint64 // calls answered with an error (Redis, network, deadline, closed)
+	Abandoned  uint64 // calls whose caller gave up before an answer (timeout or ctx)
+	QueueFull  uint64 // calls refused with ErrQueueFull
+	RoundTrips uint64 // pipelines sent, NOSCRIPT retries included
+	Reloads    uint64 // pipelines re-sent with EVAL after NOSCRIPT
+}
+
+// Store decides requests for one rule on Redis. It implements
+// ratelimit.Keyed and is safe for concurrent use; see the package doc.
+type Store struct {
+	// immutable after New
+	client  redis.UniversalClient
+	script  script
+	spec    ratelimit.Spec
+	head    string // Prefix + ":{"
+	tail    string // "}:" + Rule
+	timeout time.Duration
+	margin  string // TTL margin in ms
+	p1, p2  string // the algorithm's parameters, shortest exact decimal
+	batch   int
+	// grouping says which decisions may share a script call (by the
+	// client's type); maxUnits, if positive, bounds the units of cost in
+	// one script call for the algorithms whose scripts loop per unit.
+	grouping grouping
+	maxUnits int
+	// callerClock makes the scripts use AllowN's now instead of Redis
+	// TIME; set only by this package's tests.
+	callerClock bool
+
+	queue chan *call
+	pool  sync.Pool // of *call
+
+	ctx       context.Context // the round trips' parent, cancelled by Close
+	cancel    context.CancelFunc
+	stop      chan struct{}
+	closed    atomic.Bool
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+
+	decisions, errs, abandoned, queueFull, roundTrips, reloads atomic.Uint64
+}
+
+var _ ratelimit.Keyed = (*Store)(nil)
+
+// New returns a Store enforcing spec on client under cfg and starts its
+// Workers goroutines (stop them with Close). It does not talk to Redis:
+// the script is loaded by the first decision (or by Load). It returns an
+// error wrapping ratelimit.ErrInvalidLimit for a bad spec and ErrConfig for
+// a bad cfg, naming the field.
+func New(client redis.UniversalClient, spec ratelimit.Spec, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: client is nil", ErrConfig)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.Algorithm == 0 {
+		spec.Algorithm = ratelimit.AlgGCRA
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var p1, p2 float64
+	if spec.Algorithm.Bucket() {
+		l := spec.Limit()
+		p1, p2 = l.Rate, float64(l.Burst)
+		spec.Burst = l.Burst
+		if spec.Algorithm == ratelimit.AlgLeakyQueue && l.Burst > MaxEntries {
+			return nil, fmt.Errorf("%w: Burst must be at most %d for the %s on Redis, got %d", ratelimit.ErrInvalidLimit, MaxEntries, spec.Algorithm, l.Burst)
+		}
+	} else {
+		q := spec.Quota()
+		p1, p2 = float64(q.Limit), q.Window
+		if spec.Algorithm == ratelimit.AlgSlidingLog && q.Limit > MaxEntries {
+			return nil, fmt.Errorf("%w: Rate must be at most %d for the %s on Redis, got %d", ratelimit.ErrInvalidLimit, MaxEntries, spec.Algorithm, q.Limit)
+		}
+	}
+	s := &Store{
+		client:  client,
+		script:  scripts[spec.Algorithm],
+		spec:    spec,
+		head:    cfg.Prefix + ":{",
+		tail:    "}:" + cfg.Rule,
+		timeout: time.Duration(cfg.Timeout * float64(time.Second)),
+		margin:  strconv.FormatInt(int64(math.Ceil(cfg.TTLMargin*1000)), 10),
+		p1:      luaNumber(p1),
+		p2:      luaNumber(p2),
+		batch:   cfg.MaxBatch,
+		queue:   make(chan *call, cfg.QueueSize),
+		stop:    make(chan struct{}),
+	}
+	switch client.(type) {
+	case *redis.Client: // standalone, or Sentinel's master
+		s.grouping = groupAll
+	case *redis.ClusterClient:
+		s.grouping = groupSlot
+	default:
+		s.grouping = groupTag
+	}
+	if spec.Algorithm == ratelimit.AlgLeakyQueue || spec.Algorithm == ratelimit.AlgSlidingLog {
+		s.maxUnits = maxScriptUnits
+	}
+	s.pool.New = newCall
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(cfg.Workers)
+	for range cfg.Workers {
+		go s.work()
+	}
+	return s, nil
+}
+
+// luaNumber formats x for a script's tonumber: the shortest decimal that
+// reads back exactly, with a '.' in the mantissa of an exponent form
+// ("1.0e-08", not "1e-08", which the Lua of miniredis cannot read).
+func luaNumber(x float64) string {
+	s := strconv.FormatFloat(x, 'g', -1, 64)
+	if i := strings.IndexByte(s, 'e'); i >= 0 && !strings.Contains(s[:i], ".") {
+		s = s[:i] + ".0" + s[i:]
+	}
+	return s
+}
+
+// Spec returns the limit the Store enforces (zero fields filled in).
+func (s *Store) Spec() ratelimit.Spec { return s.spec }
+
+// RedisKey returns the Redis key that holds key's state:
+// Prefix + ":{" + k + "}:" + Rule, where k is key itself when key is at most
+// MaxRawKeyLen bytes, contains no '{' or '}' and does not start with '#';
+// otherwise k is '#' followed by the first 128 bits of key's SHA-256 in hex
+// (32 characters). So the hash tag is always exactly k (all of a key's
+// rules map to one Cluster slot), a hostile key can neither end the tag
+// early nor make a huge Redis key, and distinct keys get distinct Redis keys
+// (a raw k never starts with '#').
+func (s *Store) RedisKey(key string) string { return s.head + s.tagOf(key) + s.tail }
+
+// tagOf returns k, the hash tag's content for key (see RedisKey).
+func (s *Store) tagOf(key string) string {
+	if len(key) <= MaxRawKeyLen && !strings.ContainsAny(key, "{}") && !strings.HasPrefix(key, "#") {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	var k [33]byte
+	k[0] = '#'
+	hex.Encode(k[1:], sum[:16])
+	return string(k[:])
+}
+
+// Load loads the script into Redis's script cache (on every master, for a
+// Cluster client). Optional: a decision whose EVALSHA finds no script
+// falls back to EVAL, which loads it.
+func (s *Store) Load(ctx context.Context) error {
+	if err := s.client.ScriptLoad(ctx, s.script.src).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
+	}
+	return nil
+}
+
+// Stats returns the Store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Decisions:  s.decisions.Load(),
+		Errors:     s.errs.Load(),
+		Abandoned:  s.abandoned.Load(),
+		QueueFull:  s.queueFull.Load(),
+		RoundTrips: s.roundTrips.Load(),
+		Reloads:    s.reloads.Load(),
+	}
+}
+
+// AllowN decides a request of cost units for key on Redis. The now argument
+// is ignored: the script reads Redis's clock (TIME), the one clock all
+// gateways share. The call is queued for the next pipeline and waits at
+// most Config.Timeout (or until ctx ends) for its answer; every error wraps
+// ratelimit.ErrStoreUnavailable.
+func (s *Store) AllowN(ctx context.Context, key string, now float64, cost int) (ratelimit.Decision, error) {
+	if s.closed.Load() {
+		return ratelimit.Decision{}, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
+	}
+	c := s.pool.Get().(*call)
+	c.prepare(s, key, now, cost)
+	wait := s.timeout
+	c.deadline = time.Now().Add(wait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(c.deadline) {
+		c.deadline = dl
+	}
+	select {
+	case s.queue <- c:
+	default:
+		s.pool.Put(c)
+		s.queueFull.Add(1)
+		return ratelimit.Decision{}, ErrQueueFull
+	}
+	c.timer.Reset(wait)
+	select {
+	case <-c.done:
+		c.timer.Stop()
+		return s.finish(c)
+	case <-c.timer.C:
+		return s.abandon(c, ErrTimeout)
+	case <-ctx.Done():
+		c.timer.Stop()
+		return s.abandon(c, fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, ctx.Err()))
+	}
+}
+
+// finish returns an answered call's result and recycles the call.
+func (s *Store) finish(c *call) (ratelimit.Decision, error) {
+	d, err := c.d, c.err
+	c.d, c.err = ratelimit.Decision{}, nil
+	s.pool.Put(c)
+	return d, err
+}
+
+// abandon gives up on c unless its answer has just arrived. An abandoned
+// call is skipped by the workers if not sent yet, and is not recycled.
+func (s *Store) abandon(c *call, err error) (ratelimit.Decision, error) {
+	if c.state.CompareAndSwap(callPending, callAbandoned) {
+		s.abandoned.Add(1)
+		return ratelimit.Decision{}, err
+	}
+	<-c.done // answered: the send follows the state change at once
+	return s.finish(c)
+}
+
+// Close stops the workers, waiting for the pipelines out (at most about
+// Config.Timeout), and fails the decisions still queued with ErrClosed.
+// Later calls of AllowN fail with ErrClosed. It does not close the client.
+// Close is idempotent and always returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.stop)
+		s.cancel()
+		s.wg.Wait()
+		for {
+			select {
+			case c := <-s.queue:
+				s.fail(c, ErrClosed)
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
