@@ -1,0 +1,89 @@
+// Package httplimit enforces rate-limit rules (package ratelimit/rules) on
+// net/http servers: it finds who is asking, asks each matching rule's keyed
+// store, and answers refusals the way the standards say (seed 002, "where
+// and what to answer").
+//
+//	set, err := rules.Load("rules.yaml")
+//	lim, err := httplimit.New(set, httplimit.Config{})
+//	http.ListenAndServe(addr, lim.Handler(mux))
+//
+// # A request's path through the limiter
+//
+// Every rule whose Match selects the request is checked, in file order —
+// all of them, not the first match. For each: the key is built from the
+// rule's key parts (a missing part skips the rule or uses
+// rules.FallbackKey, per OnMissing); the cost is the rule's (or
+// Config.Cost's); the rule's store decides at the clock's now. Then:
+//
+//	store error, fail open     the rule is passed over (counted, logged)
+//	store error, fail closed   503, problem+json, Retry-After; next not called
+//	refused, shadow rule       counted and logged (rate-limited); nothing else
+//	refused                    429 naming the rule; next not called; later rules unchecked
+//	cost beyond the capacity   400 (the request can never pass; retrying is futile)
+//	allowed                    go on to the next rule
+//
+// A refused request stops the walk, so rules after the refusing one do not
+// count it; rules before it have counted it (as in Envoy's rate limit
+// service), so order cheap, broad rules after narrow, strict ones if that
+// matters. When every rule allows, the response carries the RateLimit
+// fields of the enforcing rule with the least remaining, and next runs.
+//
+// # Answers
+//
+// A refusal (RFC 6585 429; RFC 9110 Retry-After; RFC 9457 problem details;
+// draft-ietf-httpapi-ratelimit-headers fields):
+//
+//	HTTP/1.1 429 Too Many Requests
+//	Retry-After: 20
+//	Ratelimit-Policy: "user-default";q=100;w=60
+//	Ratelimit: "user-default";r=0;t=20
+//	Content-Type: application/problem+json
+//	Cache-Control: no-store
+//
+//	{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"Rule \"user-default\"
+//	 allows 100 requests per minute. Try again in about 20 seconds.","rule":"user-default"}
+//
+// Retry-After is ⌈RetryAfter + jitter⌉ whole seconds, at least 1, where
+// RetryAfter is the algorithm's own answer (GCRA: tat − now − τ; fixed
+// window: the time left in it) and the jitter is uniform in [0,
+// Config.Jitter). RateLimit-Policy gives the rule's quota q per window w
+// seconds (its rate and period, restated over whole seconds when the period
+// is fractional); RateLimit gives r, the units remaining, and t, the seconds
+// until the quota is available again (on a refusal, the Retry-After; on an
+// allowed response, until the bucket is full). The body is pre-built per
+// rule with the number appended, and the headers take one allocation.
+//
+// # Client IP
+//
+// The "ip" key part is the connection's peer address, unless the peer is
+// in the set's trustedProxies: then its forwarding header (X-Forwarded-For
+// or Forwarded, one of them, by the set's forwardedHeader) is walked from
+// the right past trusted proxies to the first untrusted address (see
+// ClientIP). A client that sends the header itself, directly, changes
+// nothing. IPv6 clients are keyed by their /64 (rules.Set.IPv6Prefix).
+//
+// # Shadow rules
+//
+// A shadow rule is decided and counted like any other, but its refusals
+// refuse nothing: they increment the shadow_denied counter and are logged
+// with the rule, key, method and path. Logging is gated per rule to
+// Config.LogsPerSecond lines per second (a GCRA limiter of its own); each
+// line says how many were suppressed since the previous one. A shadow
+// leaky-queue rule delays nothing.
+//
+// # Leaky queue
+//
+// A leaky-queue rule (algorithm leaky-queue) delays instead of refusing: an
+// admitted request waits Decision.Delay on a timer (stopped on exit) before
+// next runs; with several, the longest delay. If the request's context ends
+// first, next is not called and the answer is 503 with a problem body
+// (outcome queue_abandoned; the queue slot stays taken until it drains). A
+// full queue (burst requests waiting) refuses with 429 as usual.
+//
+// # Metrics
+//
+// The Limiter is a prometheus.Collector of one counter,
+// spillway_ratelimit_http_decisions_total{rule, outcome}, outcome one of
+// allowed, denied, shadow_denied, store_error, queue_abandoned. Counters are
+// curried once per rule, so counting allocates nothing.
+package httplimit

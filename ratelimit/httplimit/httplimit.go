@@ -1,0 +1,524 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/ratelimit"
+	"github.com/spillwayhq/spillway/ratelimit/rules"
+)
+
+// ErrConfig is wrapped by the errors of New and Update for a configuration
+// or rule set they refuse.
+var ErrConfig = errors.New("httplimit: invalid configuration")
+
+// Rand is the random source of Retry-After jitter. It must be safe for
+// concurrent use.
+type Rand interface {
+	Float64() float64 // uniform in [0, 1)
+}
+
+// DefaultUnavailableRetryAfter is the Retry-After, in seconds, of a 503
+// from a fail-closed rule whose store gave no hint of its own.
+const DefaultUnavailableRetryAfter = 5
+
+// MaxKeyPartBytes is the longest key part value used as is; a longer one
+// (a huge header) is replaced by "#" and the hex of the first 16 bytes of
+// its SHA-256, so keys stay small and distinct values stay distinct.
+const MaxKeyPartBytes = 256
+
+// Config configures a Limiter. The zero value works: in-memory stores, the
+// real clock, no jitter, "about:blank" problem types, slog.Default for
+// shadow logs, one log line per second per rule.
+type Config struct {
+	// Store returns the keyed store enforcing a rule (an in-memory store,
+	// a Redis store, a Guarded wrapper...). It is called once per rule by
+	// New, and by Update for new or changed rules. nil means
+	// ratelimit.NewMemory(rule.Spec, ratelimit.MemoryConfig{}): at most
+	// ratelimit.DefaultMaxKeys keys per rule.
+	Store func(rules.Rule) (ratelimit.Keyed, error)
+	// Clock gives the decisions' now; nil means clock.NewReal().
+	Clock clock.Clock
+	// Cost, if not nil, returns the units a request takes under a rule (a
+	// search 5, an export 50); a result ≤ 0 means the rule's own cost.
+	// It runs for every matching rule of every request: keep it cheap.
+	Cost func(r *http.Request, rule *rules.Rule) int
+	// Identity, if not nil, resolves named key parts ("user", "tenant")
+	// from the request, typically from what authentication put in its
+	// context. ok false falls back to the part's header.
+	Identity func(r *http.Request, name string) (value string, ok bool)
+	// Jitter is the most seconds added, uniformly at random, to each
+	// Retry-After before it is rounded up, so that refused clients do not
+	// all come back at the same instant; 0 means none.
+	Jitter float64
+	// Rand draws the jitter; nil means math/rand/v2's global source.
+	Rand Rand
+	// ProblemBase, if not empty, is the URI prefix of the problem types
+	// (RFC 9457) in error bodies: ProblemBase + "rate-limited",
+	// "store-unavailable", "queue-abandoned", "cost-exceeds-limit". Empty
+	// means "about:blank", whose title is the status phrase.
+	ProblemBase string
+	// UnavailableRetryAfter is the Retry-After seconds of a 503 from a
+	// fail-closed rule when the store's decision carries no RetryAfter;
+	// 0 means DefaultUnavailableRetryAfter.
+	UnavailableRetryAfter float64
+	// Logger receives shadow-mode and store-error lines; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// LogsPerSecond is the most lines logged per second per rule (shadow
+	// denials and store errors together; a GCRA gate with a burst of the
+	// same size, dropped lines counted in the next one); 0 means 1, and a
+	// negative value turns logging off.
+	LogsPerSecond float64
+	// Registerer, if not nil, has the Limiter registered on it as a
+	// prometheus.Collector by New.
+	Registerer prometheus.Registerer
+}
+
+// Limiter enforces a rules.Set on HTTP requests; see the package
+// documentation. It is safe for concurrent use; Update replaces its rules
+// while requests are served.
+type Limiter struct {
+	cfg     Config      // immutable after New, defaults filled
+	clock   clock.Clock // immutable
+	rand    Rand        // immutable
+	log     *slog.Logger
+	metrics *metrics
+	bufs    bufPool
+
+	state    atomic.Pointer[ruleSet] // the published rules; replaced whole by Update
+	updateMu sync.Mutex              // serialises Updates
+}
+
+// ruleSet is an immutable compiled rules.Set.
+type ruleSet struct {
+	rules     []*rule
+	trusted   []netip.Prefix
+	forwarded bool // read Forwarded rather than X-Forwarded-For
+	fwdHeader string
+	v6bits    int
+}
+
+// rule is a compiled rules.Rule. Immutable.
+type rule struct {
+	rules.Rule
+	store    ratelimit.Keyed
+	queue    bool   // leaky queue: admitted requests wait Decision.Delay
+	policy   string // RateLimit-Policy item
+	quotedID string
+	limited  problem // the 429 body
+	unavail  problem // the 503 body (fail closed)
+	abandon  problem // the 503 body (gave up in the queue)
+	tooBig   problem // the 400 body (cost beyond capacity)
+	c        *ruleCounters
+	gate     *logGate
+}
+
+// New returns a Limiter enforcing rs (which it validates) with cfg, or an
+// error wrapping ErrConfig naming the problem, or the error of cfg.Store.
+func New(rs *rules.Set, cfg Config) (*Limiter, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewReal()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.LogsPerSecond == 0 {
+		cfg.LogsPerSecond = 1
+	}
+	if cfg.UnavailableRetryAfter == 0 {
+		cfg.UnavailableRetryAfter = DefaultUnavailableRetryAfter
+	}
+	switch {
+	case !(cfg.Jitter >= 0) || math.IsInf(cfg.Jitter, 1):
+		return nil, fmt.Errorf("%w: Jitter must be a finite number of seconds ≥ 0, got %v", ErrConfig, cfg.Jitter)
+	case !(cfg.UnavailableRetryAfter > 0) || cfg.UnavailableRetryAfter > maxRetryAfter:
+		return nil, fmt.Errorf("%w: UnavailableRetryAfter must be from 0 to %d seconds, got %v", ErrConfig, maxRetryAfter, cfg.UnavailableRetryAfter)
+	case math.IsNaN(cfg.LogsPerSecond) || math.IsInf(cfg.LogsPerSecond, 0):
+		return nil, fmt.Errorf("%w: LogsPerSecond must be finite, got %v", ErrConfig, cfg.LogsPerSecond)
+	}
+	if cfg.ProblemBase != "" {
+		if _, err := url.Parse(cfg.ProblemBase); err != nil {
+			return nil, fmt.Errorf("%w: ProblemBase: %v", ErrConfig, err)
+		}
+	}
+	l := &Limiter{cfg: cfg, clock: cfg.Clock, rand: cfg.Rand, log: cfg.Logger, metrics: newMetrics()}
+	if l.rand == nil {
+		l.rand = globalRand{}
+	}
+	if err := l.Update(rs); err != nil {
+		return nil, err
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(l); err != nil {
+			return nil, fmt.Errorf("httplimit: registering metrics: %w", err)
+		}
+	}
+	return l, nil
+}
+
+type globalRand struct{}
+
+func (globalRand) Float64() float64 { return rand.Float64() }
+
+// Update validates rs and replaces the Limiter's rules with it. A rule whose
+// id and Spec are unchanged keeps its store (and so its keys' state); others
+// get a new store from Config.Store. On error the old rules stay in force.
+func (l *Limiter) Update(rs *rules.Set) error {
+	if rs == nil {
+		return fmt.Errorf("%w: nil rules.Set", ErrConfig)
+	}
+	if err := rs.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	l.updateMu.Lock()
+	defer l.updateMu.Unlock()
+	old := map[string]*rule{}
+	if cur := l.state.Load(); cur != nil {
+		for _, r := range cur.rules {
+			old[r.ID] = r
+		}
+	}
+	s := &ruleSet{
+		trusted:   append([]netip.Prefix(nil), rs.TrustedProxies...),
+		forwarded: rs.ForwardedHeaderName() == rules.HeaderForwarded,
+		fwdHeader: rs.ForwardedHeaderName(),
+		v6bits:    rs.IPv6Bits(),
+	}
+	keep := map[string]bool{}
+	for _, r := range rs.Rules {
+		var store ratelimit.Keyed
+		if o, ok := old[r.ID]; ok && o.Spec == r.Spec {
+			store = o.store
+		} else {
+			var err error
+			if store, err = l.newStore(r); err != nil {
+				return fmt.Errorf("httplimit: store for rule %q: %w", r.ID, err)
+			}
+		}
+		s.rules = append(s.rules, l.compile(r, store))
+		keep[r.ID] = true
+	}
+	l.state.Store(s)
+	l.metrics.forget(keep)
+	return nil
+}
+
+func (l *Limiter) newStore(r rules.Rule) (ratelimit.Keyed, error) {
+	if l.cfg.Store != nil {
+		k, err := l.cfg.Store(r)
+		if err == nil && k == nil {
+			err = errors.New("Config.Store returned nil")
+		}
+		return k, err
+	}
+	return ratelimit.NewMemory(r.Spec, ratelimit.MemoryConfig{})
+}
+
+func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
+	r.Key = append([]rules.KeyPart(nil), r.Key...)
+	r.Match.Methods = append([]string(nil), r.Match.Methods...)
+	r.Match.Paths = append([]string(nil), r.Match.Paths...)
+	base := l.cfg.ProblemBase
+	ru := &rule{
+		Rule:     r,
+		store:    store,
+		queue:    r.Spec.Algorithm == ratelimit.AlgLeakyQueue,
+		policy:   policyField(&r),
+		quotedID: strconv.Quote(r.ID),
+		c:        l.metrics.counters(r.ID),
+		gate:     newLogGate(l.cfg.LogsPerSecond),
+	}
+	quoted := ru.quotedID
+	ru.limited = newProblem(base, "rate-limited", http.StatusTooManyRequests, r.ID,
+		"Rule "+quoted+" allows "+limitText(&r)+".", true)
+	ru.unavail = newProblem(base, "store-unavailable", http.StatusServiceUnavailable, r.ID,
+		"The rate limiter cannot check rule "+quoted+" right now.", true)
+	ru.abandon = newProblem(base, "queue-abandoned", http.StatusServiceUnavailable, r.ID,
+		"The request ended while it waited in the queue of rule "+quoted+".", false)
+	ru.tooBig = newProblem(base, "cost-exceeds-limit", http.StatusBadRequest, r.ID,
+		"The request costs more than rule "+quoted+" ever allows at once ("+limitText(&r)+").", false)
+	return ru
+}
+
+// Describe implements prometheus.Collector.
+func (l *Limiter) Describe(ch chan<- *prometheus.Desc) { l.metrics.vec.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (l *Limiter) Collect(ch chan<- prometheus.Metric) { l.metrics.vec.Collect(ch) }
+
+var _ prometheus.Collector = (*Limiter)(nil)
+
+// Handler returns next wrapped by the limiter: every rule matching a
+// request is checked in order; a refusal answers at once and next is not
+// called.
+func (l *Limiter) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { l.serve(w, r, next) })
+}
+
+// request holds what several rules need from one request, computed once.
+type request struct {
+	r       *http.Request
+	path    string // cleaned
+	ip      string // the "ip" key part
+	ipState int8   // 0 not computed, 1 present, -1 missing
+}
+
+func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	s := l.state.Load()
+	now := l.clock.Now()
+	rq := request{r: r, path: rules.CleanPath(r.URL.Path)}
+	ctx := r.Context()
+
+	var best *rule // the enforcing rule with the least remaining
+	var bestD ratelimit.Decision
+	var queued *rule // the queue rule with the longest delay
+	var delay float64
+	for _, ru := range s.rules {
+		route, ok := ru.Match.Matches(r.Method, rq.path)
+		if !ok {
+			continue
+		}
+		key, ok := l.key(s, ru, &rq, route)
+		if !ok {
+			if ru.OnMissing == rules.MissingSkip {
+				continue
+			}
+			key = rules.FallbackKey
+		}
+		cost := ru.RequestCost()
+		if l.cfg.Cost != nil {
+			if c := l.cfg.Cost(r, &ru.Rule); c > 0 {
+				cost = c
+			}
+		}
+		d, err := ru.store.AllowN(ctx, key, now, cost)
+		switch {
+		case err != nil:
+			ru.c.storeError.Inc()
+			l.logStoreError(ru, now, key, err)
+			if ru.FailMode == ratelimit.FailClosed && !ru.Shadow {
+				l.unavailable(w, ru, d)
+				return
+			}
+		case !d.Allowed && ru.Shadow:
+			ru.c.shadowDenied.Inc()
+			l.logShadow(ru, now, key, &rq, d)
+		case !d.Allowed:
+			ru.c.denied.Inc()
+			l.deny(w, ru, d)
+			return
+		default:
+			ru.c.allowed.Inc()
+			if ru.Shadow {
+				continue
+			}
+			if ru.queue && d.Delay > delay {
+				queued, delay = ru, d.Delay
+			}
+			if best == nil || d.Remaining < bestD.Remaining {
+				best, bestD = ru, d
+			}
+		}
+	}
+	if best != nil {
+		setLimitHeaders(w.Header(), best, bestD.Remaining, ceilSeconds(bestD.Reset), -1)
+	}
+	if delay > 0 && !l.wait(ctx, delay) {
+		queued.c.abandoned.Inc()
+		setErrorHeaders(w.Header(), -1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		queued.abandon.write(w, &l.bufs, -1)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// wait sleeps delay seconds, or until ctx ends; it reports whether the
+// whole delay passed.
+func (l *Limiter) wait(ctx context.Context, delay float64) bool {
+	t := time.NewTimer(clock.Duration(delay))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// retryAfter is the Retry-After seconds for a wait of ra seconds: ⌈ra +
+// jitter⌉, at least 1.
+func (l *Limiter) retryAfter(ra float64) int64 {
+	if l.cfg.Jitter > 0 {
+		ra += l.rand.Float64() * l.cfg.Jitter
+	}
+	return max(1, ceilSeconds(ra))
+}
+
+// deny answers 429 (or 400 when the request can never pass the rule).
+func (l *Limiter) deny(w http.ResponseWriter, ru *rule, d ratelimit.Decision) {
+	h := w.Header()
+	if math.IsInf(d.RetryAfter, 1) {
+		setErrorHeaders(h, -1)
+		w.WriteHeader(http.StatusBadRequest)
+		ru.tooBig.write(w, &l.bufs, -1)
+		return
+	}
+	secs := l.retryAfter(d.RetryAfter)
+	setLimitHeaders(h, ru, d.Remaining, secs, secs)
+	w.WriteHeader(http.StatusTooManyRequests)
+	ru.limited.write(w, &l.bufs, secs)
+}
+
+// unavailable answers 503 for a fail-closed rule whose store failed.
+func (l *Limiter) unavailable(w http.ResponseWriter, ru *rule, d ratelimit.Decision) {
+	ra := d.RetryAfter
+	if !(ra > 0) || math.IsInf(ra, 1) {
+		ra = l.cfg.UnavailableRetryAfter
+	}
+	secs := l.retryAfter(ra)
+	setErrorHeaders(w.Header(), secs)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	ru.unavail.write(w, &l.bufs, secs)
+}
+
+func (l *Limiter) logShadow(ru *rule, now float64, key string, rq *request, d ratelimit.Decision) {
+	ok, dropped := ru.gate.allow(now)
+	if !ok {
+		return
+	}
+	l.log.LogAttrs(rq.r.Context(), slog.LevelInfo, "ratelimit: shadow rule would refuse",
+		slog.String("rule", ru.ID), slog.String("key", key), slog.String("method", rq.r.Method),
+		slog.String("path", rq.path), slog.Float64("retry_after", d.RetryAfter), slog.Uint64("suppressed", dropped))
+}
+
+func (l *Limiter) logStoreError(ru *rule, now float64, key string, err error) {
+	ok, dropped := ru.gate.allow(now)
+	if !ok {
+		return
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: store cannot decide; applying fail mode",
+		slog.String("rule", ru.ID), slog.String("fail_mode", ru.FailMode.String()), slog.String("key", key),
+		slog.String("error", err.Error()), slog.Uint64("suppressed", dropped))
+}
+
+// key returns rule ru's key for the request, or ok false when a key part
+// is missing. A single part's value is the key itself (no allocation);
+// several are joined with '|', escaping '|' and '\' in values.
+func (l *Limiter) key(s *ruleSet, ru *rule, rq *request, route string) (string, bool) {
+	switch len(ru.Key) {
+	case 0:
+		return rules.GlobalKey, true
+	case 1:
+		v, ok := l.part(s, ru.Key[0], rq, route)
+		if ok && len(v) > MaxKeyPartBytes {
+			v = string(appendHashed(nil, v))
+		}
+		return v, ok
+	}
+	var buf [256]byte
+	b := buf[:0]
+	for i, p := range ru.Key {
+		v, ok := l.part(s, p, rq, route)
+		if !ok {
+			return "", false
+		}
+		if i > 0 {
+			b = append(b, '|')
+		}
+		if len(v) > MaxKeyPartBytes {
+			b = appendHashed(b, v)
+			continue
+		}
+		for j := 0; j < len(v); j++ {
+			if v[j] == '|' || v[j] == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, v[j])
+		}
+	}
+	return string(b), true
+}
+
+func appendHashed(b []byte, v string) []byte {
+	sum := sha256.Sum256([]byte(v))
+	b = append(b, '#')
+	return hex.AppendEncode(b, sum[:16])
+}
+
+// part returns one key part's value; ok is false when it is missing or
+// empty.
+func (l *Limiter) part(s *ruleSet, p rules.KeyPart, rq *request, route string) (string, bool) {
+	r := rq.r
+	switch p.Kind {
+	case rules.PartIP:
+		if rq.ipState == 0 {
+			rq.ip, rq.ipState = l.ipKey(s, r), -1
+			if rq.ip != "" {
+				rq.ipState = 1
+			}
+		}
+		return rq.ip, rq.ipState == 1
+	case rules.PartMethod:
+		return r.Method, r.Method != ""
+	case rules.PartPath:
+		return rq.path, true
+	case rules.PartRoute:
+		if route == "" {
+			route = r.Pattern
+		}
+		return route, route != ""
+	case rules.PartIdentity:
+		if l.cfg.Identity != nil {
+			if v, ok := l.cfg.Identity(r, p.Name); ok {
+				return v, v != ""
+			}
+		}
+	}
+	if v := r.Header[p.Header]; len(v) > 0 && v[0] != "" {
+		return v[0], true
+	}
+	return "", false
+}
+
+// ipKey returns the "ip" key part of r: the client address, IPv6 cut to
+// the set's prefix length; "" when there is none.
+func (l *Limiter) ipKey(s *ruleSet, r *http.Request) string {
+	var values []string
+	if len(s.trusted) > 0 {
+		values = r.Header[s.fwdHeader]
+	}
+	a, text, ok := clientIP(r.RemoteAddr, values, s.forwarded, s.trusted)
+	if !ok {
+		return ""
+	}
+	if a.Is6() && s.v6bits < 128 {
+		p, err := a.Prefix(s.v6bits)
+		if err != nil {
+			return ""
+		}
+		return p.String()
+	}
+	var buf [64]byte
+	if text != "" && string(a.AppendTo(buf[:0])) == text {
+		return text // already canonical: no allocation
+	}
+	return a.String()
+}
