@@ -3,12 +3,21 @@
 // rules allow, and 429 (with Retry-After, RateLimit-Policy, RateLimit and a
 // problem+json body) to those they refuse.
 //
-//	go run ./examples/httplimit                      # embedded rules.yaml
+//	go run ./examples/httplimit                      # embedded rules.yaml, in memory
 //	go run ./examples/httplimit -rules my.yaml -addr 127.0.0.1:8080
+//	go run ./examples/httplimit -redis 127.0.0.1:6379   # limits shared through Redis
 //
-// GET /metrics serves the limiter's Prometheus counters (not rate-limited).
-// SIGHUP reloads the rules file; a file with errors is reported and the
-// rules in force stay. SIGINT or SIGTERM shuts the server down.
+// With -redis, every rule is enforced on Redis (package
+// ratelimit/redisstore: keys rl:{key}:rule-id, the rule's failMode when
+// Redis does not answer within -redis-timeout, a circuit breaker, a local
+// floor for fail-open rules); several comma-separated addresses mean a
+// Redis Cluster. Without it, each rule has an in-memory store.
+//
+// GET /metrics serves the limiter's Prometheus metrics and GET
+// /debug/hotkeys each rule's heaviest keys as JSON (neither is
+// rate-limited). SIGHUP reloads the rules file; a file with errors is
+// reported and the rules in force stay. SIGINT or SIGTERM shuts the server
+// down.
 package main
 
 import (
@@ -19,16 +28,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
+	"github.com/spillwayhq/spillway/ratelimit/redisstore"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
 
@@ -43,9 +57,20 @@ func main() {
 }
 
 func run(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, args, nil)
+}
+
+// serve runs the server until ctx ends; ready, if not nil, is told the
+// address it listens on.
+func serve(ctx context.Context, args []string, ready func(addr string)) error {
 	fs := flag.NewFlagSet("httplimit", flag.ContinueOnError)
 	rulesPath := fs.String("rules", "", "rules file, YAML or JSON (default: the embedded rules.yaml)")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	redisAddr := fs.String("redis", "", "Redis address `host:port` (comma-separated: a Cluster's nodes); empty: in-memory stores")
+	redisPrefix := fs.String("redis-prefix", redisstore.DefaultPrefix, "first part of the Redis keys (prefix:{key}:rule-id)")
+	redisTimeout := fs.Duration("redis-timeout", 5*time.Millisecond, "longest wait for Redis per decision; then the rule's failMode applies")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,25 +86,51 @@ func run(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	reg := prometheus.NewRegistry()
-	lim, err := httplimit.New(set, httplimit.Config{Logger: log, Registerer: reg, Jitter: 1})
+	cfg := httplimit.Config{Logger: log, Registerer: reg, Jitter: 1,
+		// Each rule's 10 heaviest keys, counts halved every minute.
+		HotKeys: &ratelimit.HotKeysConfig{TopK: 10, Shards: 4, Interval: 60, Decay: 0.5}}
+	store := "memory"
+	if *redisAddr != "" {
+		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(*redisAddr, ","),
+			ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		defer rdb.Close()
+		stores, err := redisstore.NewStores(rdb, redisstore.StoresConfig{
+			Store: redisstore.Config{Prefix: *redisPrefix, Timeout: redisTimeout.Seconds()}})
+		if err != nil {
+			return err
+		}
+		defer stores.Close()
+		cfg.Store = stores.ForRule
+		store = "redis " + *redisAddr
+	}
+	lim, err := httplimit.New(set, cfg)
 	if err != nil {
 		return err
 	}
+	defer lim.Close()
 
 	app := http.NewServeMux()
 	app.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/debug/hotkeys", lim.HotKeysHandler())
 	mux.Handle("/", lim.Handler(app))
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go func() {
-		for range hup {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
 			set, err := load()
 			if err == nil {
 				err = lim.Update(set)
@@ -93,8 +144,11 @@ func run(args []string) error {
 	}()
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("listening", "addr", *addr, "rules", len(set.Rules))
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "rules", len(set.Rules), "store", store)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
 	select {
 	case err := <-errc:
 		return err

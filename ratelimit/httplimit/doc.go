@@ -80,10 +80,32 @@
 // (outcome queue_abandoned; the queue slot stays taken until it drains). A
 // full queue (burst requests waiting) refuses with 429 as usual.
 //
-// # Metrics
+// # Stores
 //
-// The Limiter is a prometheus.Collector of one counter,
+// Config.Store makes each rule's store (in memory by default; on Redis with
+// redisstore.Stores, whose ForRule wraps each rule's fail mode, breaker,
+// floor and leasing). Update keeps a rule's store while its id, Spec and
+// FailMode stay the same. A store that implements io.Closer belongs to the
+// Limiter: one that Update stops using is closed Config.RetireAfter
+// seconds later (requests already under way finish with it), and Close
+// closes the rest.
+//
+// # Metrics and hot keys
+//
+// The Limiter is a prometheus.Collector of
 // spillway_ratelimit_http_decisions_total{rule, outcome}, outcome one of
 // allowed, denied, shadow_denied, store_error, queue_abandoned. Counters are
 // curried once per rule, so counting allocates nothing.
+//
+// With Config.HotKeys set, each rule has a heavy-hitter tracker (a
+// count-min sketch with a top-k set, ratelimit.HeavyHitters) that every
+// decision feeds with the rule's key and the request's cost; a key already
+// in the top set costs no allocation, a key entering it one copy. The
+// Limiter then also exports the gauge
+// spillway_ratelimit_http_hot_key_units{rule, key}: the estimated units of
+// each rule's top keys, at most TopK series per rule (series of keys that
+// leave the top set disappear), so the cardinality is bounded by rules ×
+// TopK. HotKeys returns the same lists and HotKeysHandler serves them as
+// JSON (the example serves it at /debug/hotkeys). Keys appear as they are:
+// a rule keyed by API key or phone number exposes those.
 package httplimit

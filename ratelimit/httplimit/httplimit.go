@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,13 @@ import (
 // ErrConfig is wrapped by the errors of New and Update for a configuration
 // or rule set they refuse.
 var ErrConfig = errors.New("httplimit: invalid configuration")
+
+// ErrClosed is returned by Update after Close.
+var ErrClosed = errors.New("httplimit: limiter closed")
+
+// DefaultRetireAfter is Config.RetireAfter when zero: seconds a replaced
+// store stays open before the Limiter closes it.
+const DefaultRetireAfter = 10
 
 // Rand is the random source of Retry-After jitter. It must be safe for
 // concurrent use.
@@ -51,8 +60,27 @@ type Config struct {
 	// a Redis store, a Guarded wrapper...). It is called once per rule by
 	// New, and by Update for new or changed rules. nil means
 	// ratelimit.NewMemory(rule.Spec, ratelimit.MemoryConfig{}): at most
-	// ratelimit.DefaultMaxKeys keys per rule.
+	// ratelimit.DefaultMaxKeys keys per rule. A store that implements
+	// io.Closer (the Redis stores of redisstore.Stores) is owned by the
+	// Limiter from then on: closed RetireAfter seconds after an Update
+	// stops using it, or by Close.
 	Store func(rules.Rule) (ratelimit.Keyed, error)
+	// RetireAfter is how long, in seconds, a store that Update replaced or
+	// removed stays open before it is closed (when it implements
+	// io.Closer), so that requests which began under the old rules finish
+	// their decisions with it. 0 means DefaultRetireAfter; otherwise it
+	// must be positive and finite. One timer per such Update, none when
+	// nothing is retired.
+	RetireAfter float64
+	// HotKeys, if not nil, tracks each rule's heaviest keys with a
+	// ratelimit.HeavyHitters of this configuration (one per rule, kept
+	// while the rule's id stays in the set): every decision observes the
+	// rule's key with the request's cost, allowed or not. The top keys are
+	// exported as a gauge (see the package doc), returned by HotKeys and
+	// served as JSON by HotKeysHandler. Memory per rule: Shards × Depth ×
+	// Width × 4 bytes of counters (64 KiB with Width 1024, Depth 4 and 4
+	// shards) and at most Shards × TopK keys.
+	HotKeys *ratelimit.HotKeysConfig
 	// Clock gives the decisions' now; nil means clock.NewReal().
 	Clock clock.Clock
 	// Cost, if not nil, returns the units a request takes under a rule (a
@@ -102,8 +130,18 @@ type Limiter struct {
 	metrics *metrics
 	bufs    bufPool
 
-	state    atomic.Pointer[ruleSet] // the published rules; replaced whole by Update
-	updateMu sync.Mutex              // serialises Updates
+	state    atomic.Pointer[ruleSet]            // the published rules; replaced whole by Update
+	updateMu sync.Mutex                         // serialises Updates and Close
+	hot      map[string]*ratelimit.HeavyHitters // guarded by updateMu: trackers by rule id
+	retiring map[*retireBatch]struct{}          // guarded by updateMu: replaced stores not yet closed
+	closed   bool                               // guarded by updateMu
+}
+
+// retireBatch is the closable stores one Update stopped using, closed by
+// its timer or by Close, whichever comes first.
+type retireBatch struct {
+	timer   *time.Timer
+	closers []io.Closer
 }
 
 // ruleSet is an immutable compiled rules.Set.
@@ -119,8 +157,9 @@ type ruleSet struct {
 type rule struct {
 	rules.Rule
 	store    ratelimit.Keyed
-	queue    bool   // leaky queue: admitted requests wait Decision.Delay
-	policy   string // RateLimit-Policy item
+	hot      *ratelimit.HeavyHitters // nil unless Config.HotKeys
+	queue    bool                    // leaky queue: admitted requests wait Decision.Delay
+	policy   string                  // RateLimit-Policy item
 	quotedID string
 	limited  problem // the 429 body
 	unavail  problem // the 503 body (fail closed)
@@ -145,6 +184,9 @@ func New(rs *rules.Set, cfg Config) (*Limiter, error) {
 	if cfg.UnavailableRetryAfter == 0 {
 		cfg.UnavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
+	if cfg.RetireAfter == 0 {
+		cfg.RetireAfter = DefaultRetireAfter
+	}
 	switch {
 	case !(cfg.Jitter >= 0) || math.IsInf(cfg.Jitter, 1):
 		return nil, fmt.Errorf("%w: Jitter must be a finite number of seconds ≥ 0, got %v", ErrConfig, cfg.Jitter)
@@ -152,13 +194,21 @@ func New(rs *rules.Set, cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: UnavailableRetryAfter must be from 0 to %d seconds, got %v", ErrConfig, maxRetryAfter, cfg.UnavailableRetryAfter)
 	case math.IsNaN(cfg.LogsPerSecond) || math.IsInf(cfg.LogsPerSecond, 0):
 		return nil, fmt.Errorf("%w: LogsPerSecond must be finite, got %v", ErrConfig, cfg.LogsPerSecond)
+	case !(cfg.RetireAfter > 0) || math.IsInf(cfg.RetireAfter, 1):
+		return nil, fmt.Errorf("%w: RetireAfter must be a positive finite number of seconds (0 means %d), got %v", ErrConfig, DefaultRetireAfter, cfg.RetireAfter)
+	}
+	if cfg.HotKeys != nil {
+		if _, err := ratelimit.NewHeavyHitters(*cfg.HotKeys); err != nil {
+			return nil, fmt.Errorf("%w: HotKeys: %w", ErrConfig, err)
+		}
 	}
 	if cfg.ProblemBase != "" {
 		if _, err := url.Parse(cfg.ProblemBase); err != nil {
 			return nil, fmt.Errorf("%w: ProblemBase: %v", ErrConfig, err)
 		}
 	}
-	l := &Limiter{cfg: cfg, clock: cfg.Clock, rand: cfg.Rand, log: cfg.Logger, metrics: newMetrics()}
+	l := &Limiter{cfg: cfg, clock: cfg.Clock, rand: cfg.Rand, log: cfg.Logger, metrics: newMetrics(),
+		hot: map[string]*ratelimit.HeavyHitters{}, retiring: map[*retireBatch]struct{}{}}
 	if l.rand == nil {
 		l.rand = globalRand{}
 	}
@@ -167,6 +217,7 @@ func New(rs *rules.Set, cfg Config) (*Limiter, error) {
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(l); err != nil {
+			_ = l.Close()
 			return nil, fmt.Errorf("httplimit: registering metrics: %w", err)
 		}
 	}
@@ -178,8 +229,12 @@ type globalRand struct{}
 func (globalRand) Float64() float64 { return rand.Float64() }
 
 // Update validates rs and replaces the Limiter's rules with it. A rule whose
-// id and Spec are unchanged keeps its store (and so its keys' state); others
-// get a new store from Config.Store. On error the old rules stay in force.
+// id, Spec and FailMode are unchanged keeps its store (and so its keys'
+// state); others get a new store from Config.Store (a store may wrap the
+// fail mode, as redisstore's do). The stores no rule uses any more are
+// closed RetireAfter seconds later if they implement io.Closer. On error
+// the old rules stay in force, and stores already made for the new rules
+// are closed at once. After Close, Update returns ErrClosed.
 func (l *Limiter) Update(rs *rules.Set) error {
 	if rs == nil {
 		return fmt.Errorf("%w: nil rules.Set", ErrConfig)
@@ -189,6 +244,9 @@ func (l *Limiter) Update(rs *rules.Set) error {
 	}
 	l.updateMu.Lock()
 	defer l.updateMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
 	old := map[string]*rule{}
 	if cur := l.state.Load(); cur != nil {
 		for _, r := range cur.rules {
@@ -202,22 +260,133 @@ func (l *Limiter) Update(rs *rules.Set) error {
 		v6bits:    rs.IPv6Bits(),
 	}
 	keep := map[string]bool{}
+	var made []ratelimit.Keyed // new stores, closed if the update fails
 	for _, r := range rs.Rules {
 		var store ratelimit.Keyed
-		if o, ok := old[r.ID]; ok && o.Spec == r.Spec {
+		if o, ok := old[r.ID]; ok && o.Spec == r.Spec && o.FailMode == r.FailMode {
 			store = o.store
 		} else {
 			var err error
 			if store, err = l.newStore(r); err != nil {
+				_ = closeAll(closersOf(made, nil))
 				return fmt.Errorf("httplimit: store for rule %q: %w", r.ID, err)
 			}
+			made = append(made, store)
 		}
 		s.rules = append(s.rules, l.compile(r, store))
 		keep[r.ID] = true
 	}
 	l.state.Store(s)
 	l.metrics.forget(keep)
+	for id := range l.hot {
+		if !keep[id] {
+			delete(l.hot, id)
+		}
+	}
+	if len(old) > 0 {
+		inUse := make([]ratelimit.Keyed, 0, len(s.rules))
+		for _, r := range s.rules {
+			inUse = append(inUse, r.store)
+		}
+		var was []ratelimit.Keyed
+		for _, r := range old {
+			was = append(was, r.store)
+		}
+		l.retireLocked(closersOf(was, inUse))
+	}
 	return nil
+}
+
+// retireLocked closes cs RetireAfter seconds from now, or at Close.
+func (l *Limiter) retireLocked(cs []io.Closer) {
+	if len(cs) == 0 {
+		return
+	}
+	b := &retireBatch{closers: cs}
+	l.retiring[b] = struct{}{}
+	b.timer = time.AfterFunc(clock.Duration(l.cfg.RetireAfter), func() {
+		l.updateMu.Lock()
+		_, ok := l.retiring[b]
+		delete(l.retiring, b)
+		l.updateMu.Unlock()
+		if ok { // else Close took it
+			_ = closeAll(b.closers)
+		}
+	})
+}
+
+// Close closes every store the Limiter owns — those of the current rules
+// and those retired by Update and not closed yet — that implements
+// io.Closer, each once, and returns their errors joined. Call it after the
+// server has stopped serving (http.Server.Shutdown): a request decided
+// after Close meets closed stores and gets its rules' fail modes. Later
+// Updates fail with ErrClosed; a second Close does nothing.
+func (l *Limiter) Close() error {
+	l.updateMu.Lock()
+	if l.closed {
+		l.updateMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	var cs []io.Closer
+	for b := range l.retiring {
+		b.timer.Stop()
+		cs = append(cs, b.closers...)
+	}
+	clear(l.retiring)
+	if cur := l.state.Load(); cur != nil {
+		stores := make([]ratelimit.Keyed, 0, len(cur.rules))
+		for _, r := range cur.rules {
+			stores = append(stores, r.store)
+		}
+		cs = append(cs, closersOf(stores, nil)...)
+	}
+	l.updateMu.Unlock()
+	return closeAll(cs)
+}
+
+// closersOf returns the stores of ks that implement io.Closer and are not
+// in keep, each once. Stores are told apart by identity when their
+// dynamic type is a pointer (a store shared by several rules is closed
+// once, and not while a rule in keep uses it); stores of other types are
+// taken as distinct.
+func closersOf(ks, keep []ratelimit.Keyed) []io.Closer {
+	kept := map[ratelimit.Keyed]bool{}
+	for _, k := range keep {
+		if isPointer(k) {
+			kept[k] = true
+		}
+	}
+	var cs []io.Closer
+	for _, k := range ks {
+		c, ok := k.(io.Closer)
+		if !ok {
+			continue
+		}
+		if isPointer(k) {
+			if kept[k] {
+				continue
+			}
+			kept[k] = true
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func isPointer(k ratelimit.Keyed) bool {
+	return k != nil && reflect.TypeOf(k).Kind() == reflect.Pointer
+}
+
+// closeAll closes cs and joins their errors.
+func closeAll(cs []io.Closer) error {
+	var errs []error
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (l *Limiter) newStore(r rules.Rule) (ratelimit.Keyed, error) {
@@ -244,6 +413,7 @@ func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
 		quotedID: strconv.Quote(r.ID),
 		c:        l.metrics.counters(r.ID),
 		gate:     newLogGate(l.cfg.LogsPerSecond),
+		hot:      l.hotKeysLocked(r.ID),
 	}
 	quoted := ru.quotedID
 	ru.limited = newProblem(base, "rate-limited", http.StatusTooManyRequests, r.ID,
@@ -258,10 +428,18 @@ func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
 }
 
 // Describe implements prometheus.Collector.
-func (l *Limiter) Describe(ch chan<- *prometheus.Desc) { l.metrics.vec.Describe(ch) }
+func (l *Limiter) Describe(ch chan<- *prometheus.Desc) {
+	l.metrics.vec.Describe(ch)
+	if l.cfg.HotKeys != nil {
+		ch <- hotKeyDesc
+	}
+}
 
 // Collect implements prometheus.Collector.
-func (l *Limiter) Collect(ch chan<- prometheus.Metric) { l.metrics.vec.Collect(ch) }
+func (l *Limiter) Collect(ch chan<- prometheus.Metric) {
+	l.metrics.vec.Collect(ch)
+	l.collectHotKeys(ch)
+}
 
 var _ prometheus.Collector = (*Limiter)(nil)
 
@@ -307,6 +485,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			if c := l.cfg.Cost(r, &ru.Rule); c > 0 {
 				cost = c
 			}
+		}
+		if ru.hot != nil {
+			ru.hot.Observe(key, cost, now)
 		}
 		d, err := ru.store.AllowN(ctx, key, now, cost)
 		switch {

@@ -114,4 +114,18 @@
 // loose local floor) or refuse (fail closed, 503) — and the circuit breaker
 // that stops calling a dead Redis are ratelimit.Guarded's job: wrap the
 // Store in ratelimit.NewGuarded.
+//
+// # Rules files
+//
+// Stores does the wrapping for a whole rules file (package
+// ratelimit/rules): its ForRule is an httplimit.Config.Store, and gives each
+// rule a Store keyed Prefix:{key}:rule-id inside the rule's fail mode (a
+// breaker, and for fail-open rules a loose in-memory floor), with optional
+// token leasing (ratelimit.Leased, all keys or hot keys only) and an
+// optional local tier (ratelimit.Tiered):
+//
+//	stores, err := redisstore.NewStores(rdb, redisstore.StoresConfig{})
+//	defer stores.Close()
+//	lim, err := httplimit.New(set, httplimit.Config{Store: stores.ForRule})
+//	defer lim.Close()
 package redisstore

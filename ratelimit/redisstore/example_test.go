@@ -3,12 +3,16 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spillwayhq/spillway/ratelimit"
+	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/redisstore"
+	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
 
 // A rule of 60 per minute with a burst of 3, on Redis (here a miniredis
@@ -48,4 +52,52 @@ func Example() {
 	// allowed=true remaining=1 retry≈0s err=<nil>
 	// allowed=true remaining=0 retry≈0s err=<nil>
 	// allowed=false remaining=0 retry≈1s err=<nil>
+}
+
+// Rules on Redis through the HTTP middleware: Stores.ForRule makes each
+// rule's store (Redis keys rl:{key}:rule-id, the rule's fail mode with a
+// breaker, a local floor for fail-open rules); the Limiter closes the
+// stores it stops using, and all of them at Close.
+func ExampleStores() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+
+	stores, err := redisstore.NewStores(rdb, redisstore.StoresConfig{Store: redisstore.Config{Timeout: 0.5}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stores.Close()
+	set, err := rules.Parse("rules.yaml", []byte(`rules:
+  - {id: per-ip, key: [ip], rate: 3, per: 1m}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lim, err := httplimit.New(set, httplimit.Config{Store: stores.ForRule})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lim.Close()
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	for range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil)) // from 192.0.2.1
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	fmt.Println(srv.Keys())
+	// Output:
+	// 200 "per-ip";r=2;t=20
+	// 200 "per-ip";r=1;t=40
+	// 200 "per-ip";r=0;t=60
+	// 429 "per-ip";r=0;t=20
+	// [rl:{192.0.2.1}:per-ip]
 }

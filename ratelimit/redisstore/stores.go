@@ -1,0 +1,386 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spillwayhq/spillway/breaker"
+	"github.com/spillwayhq/spillway/ratelimit"
+	"github.com/spillwayhq/spillway/ratelimit/rules"
+)
+
+// Defaults of StoresConfig.
+const (
+	// DefaultFloorFactor is StoresConfig.FloorFactor when zero: while Redis
+	// is down, each node allows every key the rule's own limit.
+	DefaultFloorFactor = 1.0
+	// DefaultLocalMaxKeys is StoresConfig.LocalMaxKeys when zero.
+	DefaultLocalMaxKeys = 1 << 16
+	// MaxFactor bounds FloorFactor and LocalFactor.
+	MaxFactor = 1e6
+)
+
+// StoresConfig configures NewStores. The zero value gives every rule a
+// Redis store with the package defaults, its fail mode with a breaker of
+// 3 failures and 1 s recovery, a floor at the rule's own limit for
+// fail-open rules, no leasing and no local tier.
+type StoresConfig struct {
+	// Store is every rule's Store configuration (Prefix, Timeout,
+	// TTLMargin, QueueSize, MaxBatch, Workers); its Rule is ignored: each
+	// rule's Store gets the rule's id, so a rule's keys are
+	// Prefix:{key}:id.
+	Store Config
+	// Breaker configures each rule's circuit breaker around Redis
+	// (ratelimit.GuardConfig.Breaker): zero fields take their defaults
+	// (Recovery: ratelimit.DefaultGuardRecovery).
+	Breaker breaker.Config
+	// FloorFactor sets how loose the local floor of a fail-open rule is:
+	// while Redis cannot decide, each node decides the rule alone with an
+	// in-memory store of the rule's algorithm, its Rate and Burst (the
+	// window's Rate for window algorithms) multiplied by FloorFactor and
+	// rounded up. 1, the default, never refuses a key more than the rule
+	// itself would if the node saw all of the key's traffic; with N nodes
+	// sharing a key's traffic the fleet then admits up to N times the
+	// limit: the floor stops floods, it does not enforce the rule. A
+	// factor of 1/N (with N the nodes) is about the rule's limit across
+	// the fleet when traffic is spread evenly, and refuses more than it
+	// when it is not. 0 means DefaultFloorFactor; negative means no floor
+	// (a dead Redis lets everything through). At most MaxFactor.
+	FloorFactor float64
+	// LocalFactor, if positive, puts an in-memory tier in front of every
+	// rule (ratelimit.Tiered): the rule's limit multiplied by LocalFactor,
+	// as for the floor, refuses a key's flood on this node without a round
+	// trip. With a factor of 1 or more it refuses only keys that already
+	// sent this node the whole rule's limit. 0 means no local tier. At
+	// most MaxFactor.
+	LocalFactor float64
+	// LocalMaxKeys bounds the keys of each rule's floor and of its local
+	// tier (each an in-memory store: see ratelimit.Memory for eviction);
+	// 0 means DefaultLocalMaxKeys.
+	LocalMaxKeys int
+	// Lease, if not nil, puts token leasing (ratelimit.Leased) between the
+	// fail mode and Redis for the rules it selects.
+	Lease *LeaseOptions
+}
+
+// LeaseOptions configures leasing for Stores.
+type LeaseOptions struct {
+	// Config is each leased rule's lease configuration (zero fields:
+	// NewLeased's defaults, 10 units for 1 s), except that Size is cut to
+	// the rule's capacity (its Burst, or Rate for a window algorithm), a
+	// rule whose capacity is below 2 units is not leased, and a Refill
+	// that is then Size or more means Size/2. Config.Hot must be nil: set
+	// HotKeys.
+	Config ratelimit.LeaseConfig
+	// HotKeys, if not nil, gives each leased rule a
+	// ratelimit.HeavyHitters of this configuration and leases only the
+	// keys it reports hot (its MinCount: the units within an Interval
+	// from which a key is hot); the other keys are decided by Redis,
+	// exactly, one round trip each.
+	HotKeys *ratelimit.HotKeysConfig
+	// Rules selects the leased rules; nil means every fail-open rule.
+	// Fail-closed rules guard the limits that must hold (login, OTP,
+	// payments), and leasing loosens a limit: a window of W seconds may
+	// see the limit of W + TTL (see ratelimit.Leased). A leaky-queue rule
+	// is never leased (the queue's delay applies to a whole lease).
+	Rules func(*rules.Rule) bool
+}
+
+// Stores builds the stores of rules on Redis: its ForRule method is an
+// httplimit.Config.Store. For each rule it makes, from the outside in:
+//
+//	local tier (optional)  in-memory, the rule's limit × LocalFactor: refuses floods locally
+//	fail mode              ratelimit.Guarded: the rule's FailMode, a breaker, and for
+//	                       fail-open rules a floor (in-memory, the limit × FloorFactor)
+//	leasing (optional)     ratelimit.Leased: Size units per round trip, maybe for hot keys only
+//	Redis                  a Store: Prefix:{key}:rule-id, one Lua script per algorithm
+//
+// A request refused by the local tier costs no round trip; the fail mode
+// decides when Redis does not answer within the Store's Timeout or the
+// breaker is open (a dead Redis then costs nothing per request, and one
+// trial per breaker Recovery notices its return). Fail closed refuses
+// (httplimit answers 503); fail open serves, within the floor.
+//
+// Stores owns what it starts: each rule's Store runs Config.Workers
+// goroutines until the RuleStore is closed (httplimit's Limiter closes
+// the stores its rules stop using, and all of them at Close) or until
+// Stores.Close. Safe for concurrent use.
+type Stores struct {
+	client redis.UniversalClient // immutable
+	cfg    StoresConfig          // immutable, defaults filled
+
+	mu     sync.Mutex
+	open   map[*RuleStore]struct{} // guarded by mu: stores not closed yet
+	closed bool                    // guarded by mu
+}
+
+// NewStores returns a Stores building rule stores on client with cfg, or
+// an error wrapping ErrConfig (or breaker.ErrConfig, or
+// ratelimit.ErrInvalidKeyedConfig) that names the bad field. It does not
+// talk to Redis.
+func NewStores(client redis.UniversalClient, cfg StoresConfig) (*Stores, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: client is nil", ErrConfig)
+	}
+	if cfg.FloorFactor == 0 {
+		cfg.FloorFactor = DefaultFloorFactor
+	}
+	if cfg.LocalMaxKeys == 0 {
+		cfg.LocalMaxKeys = DefaultLocalMaxKeys
+	}
+	probe := cfg.Store
+	probe.Rule = "probe"
+	if err := probe.withDefaults().validate(); err != nil {
+		return nil, fmt.Errorf("StoresConfig.Store: %w", err)
+	}
+	switch {
+	case math.IsNaN(cfg.FloorFactor) || cfg.FloorFactor > MaxFactor:
+		return nil, fmt.Errorf("%w: FloorFactor must be at most %v (0 means %v, negative no floor), got %v", ErrConfig, MaxFactor, DefaultFloorFactor, cfg.FloorFactor)
+	case !(cfg.LocalFactor >= 0) || cfg.LocalFactor > MaxFactor:
+		return nil, fmt.Errorf("%w: LocalFactor must be from 0 (no local tier) to %v, got %v", ErrConfig, MaxFactor, cfg.LocalFactor)
+	case cfg.LocalMaxKeys < 1:
+		return nil, fmt.Errorf("%w: LocalMaxKeys must be positive (0 means %d), got %d", ErrConfig, DefaultLocalMaxKeys, cfg.LocalMaxKeys)
+	}
+	if err := cfg.Breaker.Validate(); err != nil {
+		return nil, fmt.Errorf("StoresConfig.Breaker: %w", err)
+	}
+	if lo := cfg.Lease; lo != nil {
+		if lo.Config.Hot != nil {
+			return nil, fmt.Errorf("%w: Lease.Config.Hot must be nil (set Lease.HotKeys: one tracker per rule)", ErrConfig)
+		}
+		if _, err := ratelimit.NewLeased(nopKeyed{}, lo.Config); err != nil {
+			return nil, fmt.Errorf("StoresConfig.Lease.Config: %w", err)
+		}
+		if lo.HotKeys != nil {
+			if _, err := ratelimit.NewHeavyHitters(*lo.HotKeys); err != nil {
+				return nil, fmt.Errorf("StoresConfig.Lease.HotKeys: %w", err)
+			}
+		}
+	}
+	return &Stores{client: client, cfg: cfg, open: map[*RuleStore]struct{}{}}, nil
+}
+
+// nopKeyed stands in for a global store while a lease configuration is
+// checked.
+type nopKeyed struct{}
+
+func (nopKeyed) AllowN(context.Context, string, float64, int) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, nil
+}
+
+// ForRule returns the store of rule r (a *RuleStore), or an error: the
+// rule's own (a rules.FieldError, or ratelimit.ErrInvalidLimit for a limit
+// Redis cannot hold, such as a leaky queue longer than MaxEntries), or
+// ErrClosed after Close. Use it as httplimit.Config.Store.
+func (s *Stores) ForRule(r rules.Rule) (ratelimit.Keyed, error) {
+	rs, err := s.build(r)
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+func (s *Stores) build(r rules.Rule) (*RuleStore, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	cfg := s.cfg.Store
+	cfg.Rule = r.ID
+	st, err := New(s.client, r.Spec, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rs := &RuleStore{owner: s, redis: st}
+	if err := s.wrap(rs, &r); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("redisstore: rule %q: %w", r.ID, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		st.Close()
+		return nil, ErrClosed
+	}
+	s.open[rs] = struct{}{}
+	s.mu.Unlock()
+	return rs, nil
+}
+
+// wrap builds the layers around rs.redis (see Stores).
+func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
+	var global ratelimit.Keyed = rs.redis
+	if lc, ok := s.leaseConfig(r); ok {
+		if lo := s.cfg.Lease; lo.HotKeys != nil {
+			hh, err := ratelimit.NewHeavyHitters(*lo.HotKeys)
+			if err != nil {
+				return err
+			}
+			lc.Hot, rs.hot = hh, hh
+		}
+		l, err := ratelimit.NewLeased(rs.redis, lc)
+		if err != nil {
+			return err
+		}
+		rs.lease, global = l, l
+	}
+	gc := ratelimit.GuardConfig{Mode: r.FailMode, Breaker: s.cfg.Breaker}
+	if r.FailMode == ratelimit.FailOpen && s.cfg.FloorFactor > 0 {
+		m, err := ratelimit.NewMemory(scaleSpec(r.Spec, s.cfg.FloorFactor), ratelimit.MemoryConfig{MaxKeys: s.cfg.LocalMaxKeys})
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		gc.Floor, rs.floor = m, m
+	}
+	g, err := ratelimit.NewGuarded(global, gc)
+	if err != nil {
+		return err
+	}
+	rs.guard, rs.keyed = g, g
+	if s.cfg.LocalFactor > 0 {
+		m, err := ratelimit.NewMemory(scaleSpec(r.Spec, s.cfg.LocalFactor), ratelimit.MemoryConfig{MaxKeys: s.cfg.LocalMaxKeys})
+		if err != nil {
+			return fmt.Errorf("local tier: %w", err)
+		}
+		t, err := ratelimit.NewTiered(m, g)
+		if err != nil {
+			return err
+		}
+		rs.local, rs.keyed = m, t
+	}
+	return nil
+}
+
+// leaseConfig returns the lease configuration of rule r, or ok false when
+// r is not leased (see LeaseOptions).
+func (s *Stores) leaseConfig(r *rules.Rule) (lc ratelimit.LeaseConfig, ok bool) {
+	lo := s.cfg.Lease
+	if lo == nil || r.Spec.Algorithm == ratelimit.AlgLeakyQueue {
+		return lc, false
+	}
+	if lo.Rules != nil && !lo.Rules(r) || lo.Rules == nil && r.FailMode != ratelimit.FailOpen {
+		return lc, false
+	}
+	lc = lo.Config
+	if lc.Size == 0 {
+		lc.Size = 10
+	}
+	lc.Size = min(lc.Size, r.Capacity())
+	if lc.Size < 2 {
+		return lc, false
+	}
+	if lc.Refill >= lc.Size {
+		lc.Refill = 0
+	}
+	return lc, true
+}
+
+// scaleSpec returns s with its limit multiplied by f > 0: for the bucket
+// algorithms Rate × f and Burst (⌈Rate⌉ when 0) × f rounded up; for the
+// window algorithms Rate × f rounded up. Counts stay from 1 to the
+// algorithm's maximum.
+func scaleSpec(s ratelimit.Spec, f float64) ratelimit.Spec {
+	if s.Algorithm == 0 {
+		s.Algorithm = ratelimit.AlgGCRA
+	}
+	count := func(x float64, max int) int {
+		return int(math.Min(math.Max(math.Ceil(x), 1), float64(max)))
+	}
+	if s.Algorithm.Bucket() {
+		burst := s.Burst
+		if burst == 0 {
+			burst = int(math.Ceil(s.Rate))
+		}
+		s.Rate *= f
+		s.Burst = count(float64(burst)*f, ratelimit.MaxBurst)
+		return s
+	}
+	max := ratelimit.MaxBurst
+	if s.Algorithm == ratelimit.AlgSlidingLog {
+		max = ratelimit.MaxLogLimit
+	}
+	s.Rate = float64(count(s.Rate*f, max))
+	return s
+}
+
+// Close closes every RuleStore it made that is still open (stopping their
+// goroutines) and makes later ForRule calls fail with ErrClosed. It does
+// not close the client. Idempotent; it returns nil.
+func (s *Stores) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	open := make([]*RuleStore, 0, len(s.open))
+	for rs := range s.open {
+		open = append(open, rs)
+	}
+	s.mu.Unlock()
+	for _, rs := range open {
+		rs.Close()
+	}
+	return nil
+}
+
+// RuleStore is one rule's store made by Stores.ForRule: the layers listed
+// on Stores around a Redis Store. It implements ratelimit.Keyed (safe for
+// concurrent use) and io.Closer; its accessors expose the layers for
+// metrics (Stats methods).
+type RuleStore struct {
+	keyed ratelimit.Keyed         // immutable: the outermost layer
+	redis *Store                  // immutable
+	guard *ratelimit.Guarded      // immutable
+	floor *ratelimit.Memory       // immutable; nil without a floor
+	lease *ratelimit.Leased       // immutable; nil without leasing
+	hot   *ratelimit.HeavyHitters // immutable; nil unless leasing hot keys only
+	local *ratelimit.Memory       // immutable; nil without a local tier
+	owner *Stores                 // immutable
+}
+
+var (
+	_ ratelimit.Keyed = (*RuleStore)(nil)
+	_ io.Closer       = (*RuleStore)(nil)
+)
+
+// AllowN decides a request through the layers; see Stores. Redis decides
+// on its own clock; now drives the breaker, the leases, the floor and the
+// local tier.
+func (rs *RuleStore) AllowN(ctx context.Context, key string, now float64, cost int) (ratelimit.Decision, error) {
+	return rs.keyed.AllowN(ctx, key, now, cost)
+}
+
+// Close stops the Redis store's goroutines (see Store.Close); later
+// decisions get the rule's fail mode. Idempotent; it returns nil.
+func (rs *RuleStore) Close() error {
+	rs.owner.mu.Lock()
+	delete(rs.owner.open, rs)
+	rs.owner.mu.Unlock()
+	return rs.redis.Close()
+}
+
+// Redis returns the Redis store (its RedisKey gives a key's layout).
+func (rs *RuleStore) Redis() *Store { return rs.redis }
+
+// Guard returns the fail-mode layer (its Stats and Breaker).
+func (rs *RuleStore) Guard() *ratelimit.Guarded { return rs.guard }
+
+// Floor returns the fail-open floor, or nil.
+func (rs *RuleStore) Floor() *ratelimit.Memory { return rs.floor }
+
+// Leased returns the leasing layer, or nil when the rule is not leased.
+func (rs *RuleStore) Leased() *ratelimit.Leased { return rs.lease }
+
+// HotKeys returns the tracker that picks the leased keys, or nil when the
+// rule is not leased or leases every key.
+func (rs *RuleStore) HotKeys() *ratelimit.HeavyHitters { return rs.hot }
+
+// Local returns the local tier, or nil.
+func (rs *RuleStore) Local() *ratelimit.Memory { return rs.local }
