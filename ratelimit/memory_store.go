@@ -19,20 +19,53 @@ import (
 // goroutines sending requests on one key against a limit of L admit exactly
 // L).
 //
-// # Layout
+// # Keys and layout
 //
-// Keys are spread over Shards shards (a power of two) by a seeded
-// hash/maphash hash; each shard is a mutex and a table of its keys (an
-// open-addressing index of 8-byte slots over a dense slab of entries: the
-// key, the time of its last decision, the algorithm's state). There is no
-// global lock. An idle GCRA key costs 43 to 53 bytes beyond the key string
-// (entry 32 B, index 8 B per slot at a load of 3/8 to 3/4: 10.7 to 21.3 B);
-// TestMemoryBytesPerKey measures it with a million keys (53 B there, with
-// the allocator's overhead). A decision on a held key costs about 40 ns
-// when the keys fit in the CPU's caches; with a million keys it is bound by
-// memory latency (the key's bytes, its index slot, its entry, the stored
-// key's bytes: about 340 ns on the development machine, where the peer, a
-// sync.Map of x/time/rate limiters, takes about 530 ns).
+// Keys are spread over Shards shards (a power of two) by a hash/maphash
+// hash under a seed drawn at random for each store; each shard is a mutex
+// and a table of its keys. There is no global lock. There are two tables:
+//
+//   - The hashed table, the default for the states of fixed size (GCRA,
+//     fixed window: 8 bytes; sliding counter: 12; token bucket, leaky meter:
+//     16): a key is known by its 64-bit keyed hash alone; no key string is
+//     stored or compared. Open addressing with linear probing over entries
+//     {hash, time of the last decision, state} (24 bytes for GCRA and the
+//     fixed window, 32 for the others), growing by doubling at a load of 3/4
+//     up to the size the shard's cap needs (nothing is allocated in advance:
+//     a store holding few keys is small), deletion shifting the following
+//     entries back (no tombstones). A decision on a held key reads the key's
+//     bytes, to hash them, and one entry: one cache miss in the table when
+//     the keys do not fit in the CPU's caches. An idle GCRA key costs 32 to
+//     64 bytes in all (24-byte slots at a load of 3/4 down to 3/8): 50 B
+//     with a million keys (TestMemoryBytesPerKey, BenchmarkKeyedBytesPerIdleKey).
+//   - The exact-key table, with MemoryConfig.ExactKeys, and always for the
+//     sliding log and the leaky queue (their states hold a ring): an index
+//     of 8-byte slots over a dense slab of entries {key, time of the last
+//     decision, state}; a lookup compares the stored key with the caller's.
+//     An idle GCRA key costs 43 to 53 bytes beyond its copy of the key string
+//     (entry 32 B, index 8 B per slot at a load of 3/8 to 3/4): 53 B with a
+//     million keys. A decision reads the index slot, the entry and the stored
+//     key's bytes: three cache misses rather than one.
+//
+// With a million keys a decision is bound by memory latency. On the
+// development machine (2 cores, parallel decisions), the hashed table takes
+// about 150 ns per decision, the exact-key table 300 to 450 and the peer, a
+// sync.Map of x/time/rate limiters, about 550: see BenchmarkKeyed1MParallel.
+// With keys that fit in the caches a decision takes about 40 ns.
+//
+// Hash collisions in the hashed table: two keys whose hashes are equal are
+// one key to the store. They share one state, so together they get one
+// key's limit: a collision can refuse requests the limit would allow, never
+// admit more than it. With n keys held at once the chance that any two of
+// them collide is about n²/2^65: 2.7·10^-8 with a million keys, 2.7·10^-6
+// with ten million. A client cannot force one: the seed is random, made for
+// each store, and never leaves the process, so a client cannot compute the
+// hash of any key; hitting the hash of a given other key (to drain its
+// budget) takes about 2^64 tries, with no sign of success but a budget that
+// runs out sooner; and collisions among a client's own keys only shrink its
+// own budget. (hash/maphash is not a cryptographic MAC: this relies on the
+// seed staying secret, not on a proof.) Set ExactKeys where even that
+// chance is not acceptable.
 //
 // # Expiry
 //
@@ -40,10 +73,13 @@ import (
 // TAT ≤ now, a token bucket refilled to Burst, a leaky meter drained, a leaky
 // queue whose last unit has left, a window that has passed, a log whose
 // newest timestamp has left the window) is dropped: that changes no decision
-// as long as time does not run backwards. Dropping is amortised: every
-// fourth decision of a shard looks at one more of its entries (a cursor
-// going round the slab), a full shard looks at EvictSample entries before
-// evicting, and Sweep drops every expired key at once. No goroutine is involved. A new key
+// as long as time does not run backwards. Dropping is amortised: in the
+// exact-key table every fourth decision of a shard looks at one more of its
+// entries (a cursor going round the slab), in the hashed table every
+// sixteenth decision looks at four more slots (a cursor going round the
+// table, which is halved when less than 1/16 full); a full shard looks at
+// EvictSample entries before evicting, and Sweep drops every expired key at
+// once. No goroutine is involved. A new key
 // whose state stays full after its decision (a refusal, a query of cost 0)
 // is not stored at all.
 //
@@ -54,9 +90,10 @@ import (
 // # Eviction at MaxKeys
 //
 // A shard holds at most MaxKeys/Shards keys. A new key arriving at a full
-// shard samples EvictSample of its keys: the first expired one is dropped
-// (exactly, as above); if none is, the least recently used of the sample is
-// evicted (sampled LRU, as Redis's allkeys-lru does). An evicted key restarts
+// shard samples EvictSample of its keys (in the hashed table: a slot drawn
+// at random, then the first key from there on): the first expired one is
+// dropped (exactly, as above); if none is, the least recently used of the
+// sample is evicted (sampled LRU, as Redis's allkeys-lru does). An evicted key restarts
 // full. A flood of distinct keys therefore cannot grow memory beyond the cap;
 // what it can do is make the store forget the least recently used keys, so an
 // attacker with many keys can at most reset keys that have been idle the
@@ -75,6 +112,7 @@ import (
 type Memory struct {
 	impl memImpl  // *memoryOf[S], immutable
 	fast memTyped // the same store, typed: one field set; immutable
+	kind memKind  // which field of fast is set; immutable
 	spec Spec     // with defaults, immutable
 
 	curves   []ClassCurve   // immutable
@@ -87,7 +125,9 @@ type Memory struct {
 var _ Keyed = (*Memory)(nil)
 
 // MemoryConfig configures NewMemory. The zero value is a million keys in
-// 64 or 4×GOMAXPROCS shards, exact expiry only, one class at full rate.
+// 64 or 4×GOMAXPROCS shards, exact expiry only, one class at full rate,
+// keys told apart by their keyed hash where the state allows it (see
+// ExactKeys).
 type MemoryConfig struct {
 	// MaxKeys is the most keys the store holds; 0 means DefaultMaxKeys.
 	// Each shard holds at most MaxKeys/Shards (rounded down); see Memory
@@ -117,6 +157,14 @@ type MemoryConfig struct {
 	// HealthInterval is the least time between two calls of Health, in
 	// seconds; 0 means 1.
 	HealthInterval float64
+	// ExactKeys keeps each key's string and tells keys apart by comparing
+	// strings, in the exact-key table, rather than by their 64-bit keyed
+	// hash in the hashed table (see Memory's "Keys"). It rules out sharing
+	// a budget by a hash collision, at the cost of a copy of every key,
+	// more memory per key and about twice the time per decision with many
+	// keys. The sliding log and the leaky queue always use the exact-key
+	// table.
+	ExactKeys bool
 }
 
 // DefaultMaxKeys is MemoryConfig.MaxKeys when zero.
@@ -149,34 +197,79 @@ func NewMemory(spec Spec, cfg MemoryConfig) (*Memory, error) {
 	}
 	m := &Memory{spec: spec, curves: cfg.Classes, health: cfg.Health, interval: cfg.HealthInterval}
 	f := &m.fast
+	hashed := !cfg.ExactKeys
 	switch spec.Algorithm {
 	case AlgGCRA:
-		f.gcra, err = newMemoryOf(spec, cfg, memGCRA)
-		m.impl = f.gcra
+		if hashed {
+			f.hGCRA, err = newHashedOf(spec, cfg, memGCRA)
+			m.impl, m.kind = f.hGCRA, memKindHashedGCRA
+		} else {
+			f.gcra, err = newMemoryOf(spec, cfg, memGCRA)
+			m.impl, m.kind = f.gcra, memKindGCRA
+		}
 	case AlgTokenBucket:
-		f.tokenBucket, err = newMemoryOf(spec, cfg, memTokenBucket)
-		m.impl = f.tokenBucket
+		if hashed {
+			f.hTokenBucket, err = newHashedOf(spec, cfg, memTokenBucket)
+			m.impl, m.kind = f.hTokenBucket, memKindHashedTokenBucket
+		} else {
+			f.tokenBucket, err = newMemoryOf(spec, cfg, memTokenBucket)
+			m.impl, m.kind = f.tokenBucket, memKindTokenBucket
+		}
 	case AlgLeakyMeter:
-		f.leakyMeter, err = newMemoryOf(spec, cfg, memLeakyMeter)
-		m.impl = f.leakyMeter
-	case AlgLeakyQueue:
+		if hashed {
+			f.hLeakyMeter, err = newHashedOf(spec, cfg, memLeakyMeter)
+			m.impl, m.kind = f.hLeakyMeter, memKindHashedLeakyMeter
+		} else {
+			f.leakyMeter, err = newMemoryOf(spec, cfg, memLeakyMeter)
+			m.impl, m.kind = f.leakyMeter, memKindLeakyMeter
+		}
+	case AlgLeakyQueue: // a ring: always the exact-key table
 		f.leakyQueue, err = newMemoryOf(spec, cfg, memLeakyQueue)
-		m.impl = f.leakyQueue
+		m.impl, m.kind = f.leakyQueue, memKindLeakyQueue
 	case AlgFixedWindow:
-		f.fixedWindow, err = newMemoryOf(spec, cfg, memFixedWindow)
-		m.impl = f.fixedWindow
-	case AlgSlidingLog:
+		if hashed {
+			f.hFixedWindow, err = newHashedOf(spec, cfg, memFixedWindow)
+			m.impl, m.kind = f.hFixedWindow, memKindHashedFixedWindow
+		} else {
+			f.fixedWindow, err = newMemoryOf(spec, cfg, memFixedWindow)
+			m.impl, m.kind = f.fixedWindow, memKindFixedWindow
+		}
+	case AlgSlidingLog: // a ring: always the exact-key table
 		f.slidingLog, err = newMemoryOf(spec, cfg, memSlidingLog)
-		m.impl = f.slidingLog
+		m.impl, m.kind = f.slidingLog, memKindSlidingLog
 	case AlgSlidingCounter:
-		f.slidingCounter, err = newMemoryOf(spec, cfg, memSlidingCounter)
-		m.impl = f.slidingCounter
+		if hashed {
+			f.hSlidingCounter, err = newHashedOf(spec, cfg, memSlidingCounter)
+			m.impl, m.kind = f.hSlidingCounter, memKindHashedSlidingCounter
+		} else {
+			f.slidingCounter, err = newMemoryOf(spec, cfg, memSlidingCounter)
+			m.impl, m.kind = f.slidingCounter, memKindSlidingCounter
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
+
+// memKind is which table and state type a Memory uses: the field of
+// memTyped that is set.
+type memKind uint8
+
+const (
+	memKindGCRA memKind = iota
+	memKindTokenBucket
+	memKindLeakyMeter
+	memKindLeakyQueue
+	memKindFixedWindow
+	memKindSlidingLog
+	memKindSlidingCounter
+	memKindHashedGCRA
+	memKindHashedTokenBucket
+	memKindHashedLeakyMeter
+	memKindHashedFixedWindow
+	memKindHashedSlidingCounter
+)
 
 // memTyped holds the store as its concrete type, so that a decision is a
 // switch and a direct call rather than an interface call (which costs the
@@ -189,6 +282,12 @@ type memTyped struct {
 	fixedWindow    *memoryOf[FixedWindowState]
 	slidingLog     *memoryOf[SlidingLogState]
 	slidingCounter *memoryOf[SlidingCounterState]
+
+	hGCRA           *hashedOf[GCRAState]
+	hTokenBucket    *hashedOf[TokenBucketState]
+	hLeakyMeter     *hashedOf[LeakyMeterState]
+	hFixedWindow    *hashedOf[FixedWindowState]
+	hSlidingCounter *hashedOf[SlidingCounterState]
 }
 
 // allowN decides in class into out; see AllowClassN.
@@ -197,18 +296,28 @@ func (m *Memory) allowN(key string, class int, now float64, cost int, out *Decis
 		m.poll(clampNow(now))
 	}
 	f := &m.fast
-	switch m.spec.Algorithm {
-	case AlgGCRA:
+	switch m.kind {
+	case memKindHashedGCRA:
+		f.hGCRA.allowN(key, class, now, cost, out)
+	case memKindHashedTokenBucket:
+		f.hTokenBucket.allowN(key, class, now, cost, out)
+	case memKindHashedLeakyMeter:
+		f.hLeakyMeter.allowN(key, class, now, cost, out)
+	case memKindHashedFixedWindow:
+		f.hFixedWindow.allowN(key, class, now, cost, out)
+	case memKindHashedSlidingCounter:
+		f.hSlidingCounter.allowN(key, class, now, cost, out)
+	case memKindGCRA:
 		f.gcra.allowN(key, class, now, cost, out)
-	case AlgTokenBucket:
+	case memKindTokenBucket:
 		f.tokenBucket.allowN(key, class, now, cost, out)
-	case AlgLeakyMeter:
+	case memKindLeakyMeter:
 		f.leakyMeter.allowN(key, class, now, cost, out)
-	case AlgLeakyQueue:
+	case memKindLeakyQueue:
 		f.leakyQueue.allowN(key, class, now, cost, out)
-	case AlgFixedWindow:
+	case memKindFixedWindow:
 		f.fixedWindow.allowN(key, class, now, cost, out)
-	case AlgSlidingLog:
+	case memKindSlidingLog:
 		f.slidingLog.allowN(key, class, now, cost, out)
 	default:
 		f.slidingCounter.allowN(key, class, now, cost, out)
@@ -292,7 +401,8 @@ func (m *Memory) AllowN(_ context.Context, key string, now float64, cost int) (D
 // class's scaled limit (see ClassCurve); a class beyond the configured ones
 // counts as the last (least important), a negative one as 0. All classes
 // share the key's state. It does not allocate for a key already held; a new
-// key costs one copy of the key string.
+// key costs one copy of the key string in the exact-key table, and nothing
+// in the hashed one (but the table's growth, by doubling).
 func (m *Memory) AllowClassN(key string, class int, now float64, cost int) Decision {
 	var d Decision
 	m.allowN(key, class, now, cost, &d)
@@ -416,17 +526,26 @@ var (
 	}
 )
 
-// memoryOf is the store for one algorithm's state type S.
-type memoryOf[S any] struct {
-	algo    memAlgo[S] // immutable
-	base    Spec       // immutable, with defaults
-	baseDec Decider[S] // immutable: the unscaled configuration
+// memRule is what the stores of both tables (memoryOf, hashedOf) share:
+// the rule, its published configuration, the hash seed and the expiry
+// settings. Set by init, then immutable but for cfg.
+type memRule[S any] struct {
+	algo    memAlgo[S]
+	base    Spec       // with defaults
+	baseDec Decider[S] // the unscaled configuration
 	seed    maphash.Seed
 	shift   uint // 64 − log2(shards): a hash's top bits pick its shard
 	ttl     float64
 	sample  int
-	shards  []memShard[S]
 	cfg     atomic.Pointer[memConfig[S]] // the published configuration
+}
+
+// memoryOf is the store for one algorithm's state type S over exact-key
+// tables (memTable): the ring-based states always, the others with
+// MemoryConfig.ExactKeys.
+type memoryOf[S any] struct {
+	memRule[S]
+	shards []memShard[S]
 }
 
 // memShard is one shard: its lock and table.
@@ -451,33 +570,74 @@ type memConfig[S any] struct {
 	full   func(d Decider[S], s *S, now float64) bool
 }
 
-func newMemoryOf[S any](spec Spec, cfg MemoryConfig, algo memAlgo[S]) (*memoryOf[S], error) {
+// init sets the rule up for spec and cfg (with defaults) and publishes its
+// unscaled configuration; the seed is new, random, for this store.
+func (r *memRule[S]) init(spec Spec, cfg MemoryConfig, algo memAlgo[S]) error {
 	base, err := algo.build(spec)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := &memoryOf[S]{algo: algo, base: spec, baseDec: base, seed: maphash.MakeSeed(),
-		ttl: cfg.IdleTTL, sample: cfg.EvictSample, shards: make([]memShard[S], cfg.Shards)}
+	r.algo, r.base, r.baseDec, r.seed = algo, spec, base, maphash.MakeSeed()
+	r.ttl, r.sample = cfg.IdleTTL, cfg.EvictSample
 	bits := uint(0)
 	for 1<<bits < cfg.Shards {
 		bits++
 	}
-	m.shift = 64 - bits
+	r.shift = 64 - bits
+	ones := make([]float64, len(cfg.Classes))
+	for i := range ones {
+		ones[i] = 1
+	}
+	r.publish(ones)
+	return nil
+}
+
+// config returns the published configuration and class's Decider in it
+// (nil: the class is closed), class clamped to the configured ones.
+func (r *memRule[S]) config(class int) (*memConfig[S], Decider[S]) {
+	c := r.cfg.Load()
+	if class >= c.n {
+		class = c.n - 1
+	} else if class < 0 {
+		class = 0
+	}
+	return c, c.dec[class]
+}
+
+// Expiry verdicts of memRule.expiry.
+const (
+	memKeep        = iota // the key stays
+	memExpired            // its state is full again: dropping it changes no decision
+	memIdleExpired        // unused for IdleTTL seconds while not full
+)
+
+// expiry tells whether a key with state s, last used at used, has expired
+// at now.
+func (r *memRule[S]) expiry(s *S, used, now float64, c *memConfig[S]) int {
+	switch {
+	case c.isFull(s, now):
+		return memExpired
+	case r.ttl > 0 && now-used >= r.ttl:
+		return memIdleExpired
+	}
+	return memKeep
+}
+
+func newMemoryOf[S any](spec Spec, cfg MemoryConfig, algo memAlgo[S]) (*memoryOf[S], error) {
+	m := &memoryOf[S]{shards: make([]memShard[S], cfg.Shards)}
+	if err := m.init(spec, cfg, algo); err != nil {
+		return nil, err
+	}
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.max = cfg.MaxKeys / cfg.Shards
 		sh.t = newMemTable[S](m.seed, memHash(m.seed, fmt.Sprint("shard", i))|1)
 	}
-	ones := make([]float64, len(cfg.Classes))
-	for i := range ones {
-		ones[i] = 1
-	}
-	m.publish(ones)
 	return m, nil
 }
 
 // publish builds and publishes the configuration for the class scales.
-func (m *memoryOf[S]) publish(scales []float64) {
+func (m *memRule[S]) publish(scales []float64) {
 	c := &memConfig[S]{n: len(scales), retry: m.base.Per, full: m.algo.full, checks: []Decider[S]{m.baseDec}}
 	for i, f := range scales {
 		c.scale[i] = f
@@ -499,7 +659,7 @@ func (m *memoryOf[S]) publish(scales []float64) {
 	m.cfg.Store(c)
 }
 
-func (m *memoryOf[S]) scales() []float64 {
+func (m *memRule[S]) scales() []float64 {
 	c := m.cfg.Load()
 	return append([]float64(nil), c.scale[:c.n]...)
 }
@@ -525,16 +685,10 @@ func (c *memConfig[S]) isFull(s *S, now float64) bool {
 
 func (m *memoryOf[S]) allowN(key string, class int, now float64, cost int, out *Decision) {
 	now = clampNow(now)
-	c := m.cfg.Load()
-	if class >= c.n {
-		class = c.n - 1
-	} else if class < 0 {
-		class = 0
-	}
+	c, dec := m.config(class)
 	h := memHash(m.seed, key)
 	sh := &m.shards[h>>m.shift]
 	frag := uint32(h)
-	dec := c.dec[class]
 	sh.mu.Lock()
 	// Sweep first: dropping an entry moves another, so no entry pointer
 	// may be held across it. (A key dropped here was full: deciding it as a
@@ -617,10 +771,10 @@ func (m *memoryOf[S]) evictLocked(sh *memShard[S], now float64, c *memConfig[S])
 // it did.
 func (m *memoryOf[S]) dropLocked(sh *memShard[S], i int, now float64, c *memConfig[S]) bool {
 	e := sh.t.at(i)
-	switch {
-	case c.isFull(&e.state, now):
+	switch m.expiry(&e.state, e.used, now, c) {
+	case memExpired:
 		sh.expired++
-	case m.ttl > 0 && now-e.used >= m.ttl:
+	case memIdleExpired:
 		sh.idleExpired++
 	default:
 		return false

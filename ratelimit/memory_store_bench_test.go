@@ -27,7 +27,8 @@ import (
 // goroutine starting at its own offset); the sequence's strings are copies
 // of the stored keys, as a server's requests carry keys of their own, so
 // neither store finds its key by pointer equality. The ratio is the peer's
-// ns/op over the store's.
+// ns/op over the store's. spillway-memory is the default (hashed) table,
+// spillway-memory-exact the exact-key one (MemoryConfig.ExactKeys).
 
 const (
 	benchKeys    = 1_000_000
@@ -37,8 +38,9 @@ const (
 
 var (
 	benchOnce  sync.Once
-	benchSeq   []string // keys to decide, in a random order
-	benchMem   *ratelimit.Memory
+	benchSeq   []string          // keys to decide, in a random order
+	benchMem   *ratelimit.Memory // hashed table (the default)
+	benchExact *ratelimit.Memory // exact-key table
 	benchPeer  sync.Map
 	benchT0    = time.Unix(1_700_000_000, 0)
 	memSink    ratelimit.Decision
@@ -51,14 +53,20 @@ func benchKeyName(i int) string { return fmt.Sprintf("user:%011d", i) }
 
 func benchSetup(b *testing.B) {
 	benchOnce.Do(func() {
-		m, err := ratelimit.NewMemory(ratelimit.Spec{Rate: benchKeyRate, Per: 1, Burst: benchKeyRate}, ratelimit.MemoryConfig{})
+		spec := ratelimit.Spec{Rate: benchKeyRate, Per: 1, Burst: benchKeyRate}
+		m, err := ratelimit.NewMemory(spec, ratelimit.MemoryConfig{})
+		if err != nil {
+			panic(err)
+		}
+		exact, err := ratelimit.NewMemory(spec, ratelimit.MemoryConfig{ExactKeys: true})
 		if err != nil {
 			panic(err)
 		}
 		lookup := make([]string, benchKeys)
 		for i := range lookup {
 			k := benchKeyName(i)
-			m.AllowN(context.Background(), k, 1000, 1) // the store copies the key
+			m.AllowN(context.Background(), k, 1000, 1)
+			exact.AllowN(context.Background(), k, 1000, 1) // the store copies the key
 			benchPeer.Store(k, rate.NewLimiter(benchKeyRate, benchKeyRate))
 			lookup[i] = strings.Clone(k)
 		}
@@ -67,7 +75,7 @@ func benchSetup(b *testing.B) {
 		for i := range benchSeq {
 			benchSeq[i] = lookup[r.IntN(benchKeys)]
 		}
-		benchMem = m
+		benchMem, benchExact = m, exact
 		runtime.GC()
 	})
 	b.ReportAllocs()
@@ -88,6 +96,19 @@ func BenchmarkKeyed1MParallel(b *testing.B) {
 			var d ratelimit.Decision
 			for pb.Next() {
 				d, _ = benchMem.AllowN(ctx, benchSeq[i&(benchSeqLen-1)], 1000, 1)
+				i++
+			}
+			memSink = d
+		})
+	})
+	b.Run("spillway-memory-exact", func(b *testing.B) {
+		benchSetup(b)
+		ctx := context.Background()
+		b.RunParallel(func(pb *testing.PB) {
+			i := benchOffset()
+			var d ratelimit.Decision
+			for pb.Next() {
+				d, _ = benchExact.AllowN(ctx, benchSeq[i&(benchSeqLen-1)], 1000, 1)
 				i++
 			}
 			memSink = d
@@ -181,10 +202,12 @@ func BenchmarkKeyedOneKeyParallel(b *testing.B) {
 }
 
 // BenchmarkKeyedBytesPerIdleKey inserts b.N idle keys (16-byte strings) and
-// reports the heap they take per key, beyond the key string's own 16 bytes.
-// Run it with -benchtime=1000000x for the million-key figure.
+// reports the heap they take per key, beyond the copy of the key string the
+// store keeps (16 bytes for the exact-key table and the peer; the hashed
+// table keeps none, so its figure is its whole cost). Run it with
+// -benchtime=1000000x for the million-key figure.
 func BenchmarkKeyedBytesPerIdleKey(b *testing.B) {
-	measure := func(b *testing.B, insert func(keys []string) any) {
+	measure := func(b *testing.B, stored int, insert func(keys []string) any) {
 		keys := make([]string, b.N)
 		for i := range keys {
 			keys[i] = benchKeyName(i)
@@ -197,21 +220,31 @@ func BenchmarkKeyedBytesPerIdleKey(b *testing.B) {
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N)-16, "B/key")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N)-float64(stored), "B/key")
 		runtime.KeepAlive(store)
 		runtime.KeepAlive(keys)
 	}
-	b.Run("spillway-memory-gcra", func(b *testing.B) {
-		measure(b, func(keys []string) any {
-			m, _ := ratelimit.NewMemory(ratelimit.Spec{Rate: 1, Per: 60}, ratelimit.MemoryConfig{MaxKeys: max(len(keys), 1<<10)})
-			for _, k := range keys {
-				m.AllowN(context.Background(), k, 0, 1)
+	for _, mode := range []struct {
+		name  string
+		exact bool
+	}{{"spillway-memory-gcra", false}, {"spillway-memory-gcra-exact", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			stored := 0
+			if mode.exact {
+				stored = 16
 			}
-			return m
+			measure(b, stored, func(keys []string) any {
+				m, _ := ratelimit.NewMemory(ratelimit.Spec{Rate: 1, Per: 60},
+					ratelimit.MemoryConfig{MaxKeys: max(len(keys), 1<<10), ExactKeys: mode.exact})
+				for _, k := range keys {
+					m.AllowN(context.Background(), k, 0, 1)
+				}
+				return m
+			})
 		})
-	})
+	}
 	b.Run("x-time-rate-sync-map", func(b *testing.B) {
-		measure(b, func(keys []string) any {
+		measure(b, 16, func(keys []string) any {
 			var peer sync.Map
 			for _, k := range keys {
 				lim := rate.NewLimiter(1.0/60, 1)

@@ -44,49 +44,105 @@ func mustMemory(t testing.TB, spec Spec, cfg MemoryConfig) *Memory {
 	return m
 }
 
+// memModes are the two tables, for tests that run over both: the hashed
+// table (the default for the fixed-size states) and the exact-key one.
+var memModes = []struct {
+	name  string
+	exact bool
+}{{"hashed", false}, {"exact", true}}
+
+// forMemModes runs f as a subtest per table.
+func forMemModes(t *testing.T, f func(t *testing.T, exact bool)) {
+	for _, mode := range memModes {
+		t.Run(mode.name, func(t *testing.T) { f(t, mode.exact) })
+	}
+}
+
+// memIsHashed reports whether m uses the hashed table.
+func memIsHashed(m *Memory) bool { return m.kind >= memKindHashedGCRA }
+
+// memShardCount returns the number of shards of m.
+func memShardCount(m *Memory) int {
+	switch impl := m.impl.(type) {
+	case *memoryOf[GCRAState]:
+		return len(impl.shards)
+	case *hashedOf[GCRAState]:
+		return len(impl.shards)
+	}
+	panic(fmt.Sprintf("memShardCount: %T", m.impl))
+}
+
+// memCheck checks the table invariants of every shard of a GCRA store.
+func memCheck(t *testing.T, m *Memory) {
+	t.Helper()
+	switch impl := m.impl.(type) {
+	case *memoryOf[GCRAState]:
+		for i := range impl.shards {
+			memCheckTable(t, &impl.shards[i].t)
+		}
+	case *hashedOf[GCRAState]:
+		for i := range impl.shards {
+			sh := &impl.shards[i]
+			hashCheckTable(t, &sh.t)
+			if sh.t.n > sh.max {
+				t.Fatalf("shard %d holds %d keys, cap %d", i, sh.t.n, sh.max)
+			}
+		}
+	default:
+		t.Fatalf("memCheck: %T", m.impl)
+	}
+}
+
 // N goroutines × M requests on one key against a limit of L admit exactly L
 // (cost 1) or ⌊L/3⌋ (cost 3), for every algorithm; run with -race.
 func TestMemoryExactUnderConcurrency(t *testing.T) {
 	const goroutines, perG, limit = 8, 300, 100
-	for _, c := range memAlgSpecs(limit) {
-		for _, cost := range []int{1, 3} {
-			t.Run(fmt.Sprintf("%s/cost%d", c.spec.Algorithm.Name(), cost), func(t *testing.T) {
-				m := mustMemory(t, c.spec, MemoryConfig{})
-				want := c.admit
-				if cost == 3 {
-					// 33 for every algorithm; for the leaky queue the first
-					// request's first unit leaves at once, 2 wait, and then
-					// 32 more fit: 2 + 32·3 = 98 ≤ 100 < 101.
-					want = limit / 3
-				}
-				var admitted atomic.Int64
-				var wg sync.WaitGroup
-				for g := range goroutines {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range perG {
-							// Other keys in between, so the shards see traffic.
-							m.AllowN(context.Background(), fmt.Sprint("other", g), 10, 1)
-							if d, _ := m.AllowN(context.Background(), "hot", 10, cost); d.Allowed {
-								admitted.Add(1)
+	forMemModes(t, func(t *testing.T, exact bool) {
+		for _, c := range memAlgSpecs(limit) {
+			for _, cost := range []int{1, 3} {
+				t.Run(fmt.Sprintf("%s/cost%d", c.spec.Algorithm.Name(), cost), func(t *testing.T) {
+					m := mustMemory(t, c.spec, MemoryConfig{ExactKeys: exact})
+					want := c.admit
+					if cost == 3 {
+						// 33 for every algorithm; for the leaky queue the first
+						// request's first unit leaves at once, 2 wait, and then
+						// 32 more fit: 2 + 32·3 = 98 ≤ 100 < 101.
+						want = limit / 3
+					}
+					var admitted atomic.Int64
+					var wg sync.WaitGroup
+					for g := range goroutines {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for range perG {
+								// Other keys in between, so the shards see traffic.
+								m.AllowN(context.Background(), fmt.Sprint("other", g), 10, 1)
+								if d, _ := m.AllowN(context.Background(), "hot", 10, cost); d.Allowed {
+									admitted.Add(1)
+								}
 							}
-						}
-					}()
-				}
-				wg.Wait()
-				if got := int(admitted.Load()); got != want {
-					t.Errorf("admitted %d requests of cost %d, want exactly %d", got, cost, want)
-				}
-			})
+						}()
+					}
+					wg.Wait()
+					if got := int(admitted.Load()); got != want {
+						t.Errorf("admitted %d requests of cost %d, want exactly %d", got, cost, want)
+					}
+				})
+			}
 		}
-	}
+	})
 }
 
 // Keys are independent, and a decision is the algorithm's on that key's
 // state: a step table over explicit instants (GCRA r = 2/s, b = 3).
-func TestMemorySteps(t *testing.T) {
-	m := mustMemory(t, Spec{Rate: 2, Per: 1, Burst: 3}, MemoryConfig{Shards: 1})
+func TestMemorySteps(t *testing.T) { forMemModes(t, testMemorySteps) }
+
+func testMemorySteps(t *testing.T, exact bool) {
+	m := mustMemory(t, Spec{Rate: 2, Per: 1, Burst: 3}, MemoryConfig{Shards: 1, ExactKeys: exact})
+	if memIsHashed(m) == exact {
+		t.Fatalf("ExactKeys %v: kind %d", exact, m.kind)
+	}
 	for i, s := range []struct {
 		key     string
 		now     float64
@@ -133,33 +189,37 @@ func TestMemoryExpiryChangesNoDecision(t *testing.T) {
 		{Algorithm: AlgSlidingCounter, Rate: 4, Per: 1},
 	} {
 		t.Run(c.Algorithm.Name(), func(t *testing.T) {
-			m := mustMemory(t, c, MemoryConfig{Shards: 2})
-			ref := memReference(t, c)
-			r := newRand(7)
-			now := 0.0
-			for i := range 20000 {
-				switch x := r.Float64(); {
-				case x < 0.05:
-					now += 2 * r.Float64() // a pause: many keys full again
-				case x < 0.2: // same instant
-				default:
-					now += r.ExpFloat64() * 0.01
-				}
-				key := fmt.Sprint("k", int(math.Floor(math.Pow(r.Float64(), 2)*30))) // skewed over 30 keys
-				cost := 1 + r.IntN(2)
-				got, _ := m.AllowN(context.Background(), key, now, cost)
-				if want := ref(key, now, cost); got != want {
-					t.Fatalf("request %d (%s at %v cost %d): store %+v, algorithm %+v", i, key, now, cost, got, want)
-				}
-				if i%3 == 0 {
-					m.Sweep(now)
-				}
-			}
-			st := m.Stats()
-			if st.Expired < 1000 || st.Evicted != 0 || st.IdleExpired != 0 {
-				t.Errorf("stats %+v: want many exact expirations and no other drops", st)
-			}
+			forMemModes(t, func(t *testing.T, exact bool) { testMemoryExpiry(t, c, exact) })
 		})
+	}
+}
+
+func testMemoryExpiry(t *testing.T, c Spec, exact bool) {
+	m := mustMemory(t, c, MemoryConfig{Shards: 2, ExactKeys: exact})
+	ref := memReference(t, c)
+	r := newRand(7)
+	now := 0.0
+	for i := range 20000 {
+		switch x := r.Float64(); {
+		case x < 0.05:
+			now += 2 * r.Float64() // a pause: many keys full again
+		case x < 0.2: // same instant
+		default:
+			now += r.ExpFloat64() * 0.01
+		}
+		key := fmt.Sprint("k", int(math.Floor(math.Pow(r.Float64(), 2)*30))) // skewed over 30 keys
+		cost := 1 + r.IntN(2)
+		got, _ := m.AllowN(context.Background(), key, now, cost)
+		if want := ref(key, now, cost); got != want {
+			t.Fatalf("request %d (%s at %v cost %d): store %+v, algorithm %+v", i, key, now, cost, got, want)
+		}
+		if i%3 == 0 {
+			m.Sweep(now)
+		}
+	}
+	st := m.Stats()
+	if st.Expired < 1000 || st.Evicted != 0 || st.IdleExpired != 0 {
+		t.Errorf("stats %+v: want many exact expirations and no other drops", st)
 	}
 }
 
@@ -204,35 +264,54 @@ func memRefOf[S any, D Decider[S]](d D, err error) func(string, float64, int) De
 }
 
 // IdleTTL drops a key that is not full but unused for IdleTTL seconds; it
-// restarts full (here: a sliding log of 3 per hour).
+// restarts full (here: a sliding log of 3 per hour, on the exact-key table,
+// and a token bucket of 3 per hour on both tables).
 func TestMemoryIdleTTL(t *testing.T) {
-	m := mustMemory(t, Spec{Algorithm: AlgSlidingLog, Rate: 3, Per: 3600}, MemoryConfig{IdleTTL: 60, Shards: 1})
-	ctx := context.Background()
-	for range 3 {
-		m.AllowN(ctx, "otp:555", 0, 1)
-	}
-	if d, _ := m.AllowN(ctx, "otp:555", 59, 1); d.Allowed {
-		t.Fatal("fourth request within the hour allowed")
-	}
-	if n := m.Sweep(60); n != 0 {
-		t.Fatalf("Sweep(60) dropped %d keys; the key was used at 59", n)
-	}
-	if n := m.Sweep(119); n != 1 {
-		t.Fatalf("Sweep(119) dropped %d keys, want 1 (idle for 60 s)", n)
-	}
-	if d, _ := m.AllowN(ctx, "otp:555", 119, 1); !d.Allowed || d.Remaining != 2 {
-		t.Errorf("after the TTL: %+v, want a full log again (allowed, 2 left)", d)
-	}
-	if st := m.Stats(); st.IdleExpired != 1 || st.Expired != 0 {
-		t.Errorf("stats %+v, want one IdleExpired", st)
+	for _, c := range []struct {
+		name string
+		spec Spec
+		cfg  MemoryConfig
+	}{
+		{"sliding-log", Spec{Algorithm: AlgSlidingLog, Rate: 3, Per: 3600}, MemoryConfig{}},
+		{"token-bucket/hashed", Spec{Algorithm: AlgTokenBucket, Rate: 3, Per: 3600}, MemoryConfig{}},
+		{"token-bucket/exact", Spec{Algorithm: AlgTokenBucket, Rate: 3, Per: 3600}, MemoryConfig{ExactKeys: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.IdleTTL, c.cfg.Shards = 60, 1
+			m := mustMemory(t, c.spec, c.cfg)
+			ctx := context.Background()
+			for range 3 {
+				m.AllowN(ctx, "otp:555", 0, 1)
+			}
+			if d, _ := m.AllowN(ctx, "otp:555", 59, 1); d.Allowed {
+				t.Fatal("fourth request within the hour allowed")
+			}
+			if n := m.Sweep(60); n != 0 {
+				t.Fatalf("Sweep(60) dropped %d keys; the key was used at 59", n)
+			}
+			if n := m.Sweep(118.99); n != 0 {
+				t.Fatalf("Sweep(118.99) dropped %d keys; the key was used at 59", n)
+			}
+			if n := m.Sweep(119); n != 1 {
+				t.Fatalf("Sweep(119) dropped %d keys, want 1 (idle for 60 s)", n)
+			}
+			if d, _ := m.AllowN(ctx, "otp:555", 119, 1); !d.Allowed || d.Remaining != 2 {
+				t.Errorf("after the TTL: %+v, want a full limit again (allowed, 2 left)", d)
+			}
+			if st := m.Stats(); st.IdleExpired != 1 || st.Expired != 0 {
+				t.Errorf("stats %+v, want one IdleExpired", st)
+			}
+		})
 	}
 }
 
 // A flood of distinct keys never holds more than MaxKeys, and keys in use
 // survive it: sampled LRU evicts the flood's own older keys.
-func TestMemoryFloodIsBounded(t *testing.T) {
+func TestMemoryFloodIsBounded(t *testing.T) { forMemModes(t, testMemoryFlood) }
+
+func testMemoryFlood(t *testing.T, exact bool) {
 	const maxKeys, flood, hot = 1024, 200_000, 8
-	m := mustMemory(t, Spec{Rate: 10, Per: 3600, Burst: 10}, MemoryConfig{MaxKeys: maxKeys, Shards: 4})
+	m := mustMemory(t, Spec{Rate: 10, Per: 3600, Burst: 10}, MemoryConfig{MaxKeys: maxKeys, Shards: 4, ExactKeys: exact})
 	ctx := context.Background()
 	for h := range hot {
 		for range 5 {
@@ -259,6 +338,7 @@ func TestMemoryFloodIsBounded(t *testing.T) {
 	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 1<<20 {
 		t.Errorf("the heap grew by %d bytes during a flood into a full store", grown)
 	}
+	memCheck(t, m)
 	for h := range hot {
 		if d, _ := m.AllowN(ctx, fmt.Sprint("tenant-", h), 201, 0); d.Remaining != 5 {
 			t.Errorf("tenant-%d has %d left, want 5: it was evicted by the flood and restarted full", h, d.Remaining)
@@ -266,59 +346,68 @@ func TestMemoryFloodIsBounded(t *testing.T) {
 	}
 }
 
-// An existing key's decision allocates nothing; Memory's per-key memory is
-// small (TestMemoryBytesPerKey measures it).
+// An existing key's decision allocates nothing, on either table; Memory's
+// per-key memory is small (TestMemoryBytesPerKey measures it).
 func TestMemoryNoAllocs(t *testing.T) {
-	for _, c := range memAlgSpecs(1000) {
-		m := mustMemory(t, c.spec, MemoryConfig{})
-		ctx := context.Background()
-		keys := []string{"a", "b", "c"}
-		for _, k := range keys {
-			for range 20 { // grow the rings of the ring-based states
-				m.AllowN(ctx, k, 1, 1)
+	forMemModes(t, func(t *testing.T, exact bool) {
+		for _, c := range memAlgSpecs(1000) {
+			m := mustMemory(t, c.spec, MemoryConfig{ExactKeys: exact})
+			ctx := context.Background()
+			keys := []string{"a", "b", "c"}
+			for _, k := range keys {
+				for range 20 { // grow the rings of the ring-based states
+					m.AllowN(ctx, k, 1, 1)
+				}
+			}
+			i := 0
+			if n := testing.AllocsPerRun(1000, func() {
+				m.AllowN(ctx, keys[i%3], 1, 1)
+				i++
+			}); n != 0 {
+				t.Errorf("%s: %v allocations per decision on an existing key", c.spec.Algorithm, n)
 			}
 		}
-		i := 0
-		if n := testing.AllocsPerRun(1000, func() {
-			m.AllowN(ctx, keys[i%3], 1, 1)
-			i++
-		}); n != 0 {
-			t.Errorf("%s: %v allocations per decision on an existing key", c.spec.Algorithm, n)
-		}
-	}
+	})
 }
 
 // TestMemoryBytesPerKey inserts a million idle GCRA keys and measures the
-// heap per key beyond the key string (16 bytes here): the target is 64.
+// heap per key beyond the key string (16 bytes here, held by the
+// exact-key table only): the target is 64.
 func TestMemoryBytesPerKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("inserts a million keys")
 	}
-	const n = 1_000_000
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("user:%011d", i) // 16 bytes: one 16-byte allocation
-	}
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	m := mustMemory(t, Spec{Rate: 1, Per: 60}, MemoryConfig{})
-	for _, k := range keys {
-		m.AllowN(context.Background(), k, 0, 1) // TAT 60: held until then
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if m.Len() != n {
-		t.Fatalf("Len = %d, want %d", m.Len(), n)
-	}
-	perKey := float64(after.HeapAlloc-before.HeapAlloc) / n
-	beyond := perKey - 16
-	t.Logf("%d idle GCRA keys: %.1f B/key on the heap, %.1f B/key beyond the 16-byte key string", n, perKey, beyond)
-	if beyond > 64 {
-		t.Errorf("%.1f bytes per idle GCRA key beyond the key string, target ≤ 64", beyond)
-	}
-	runtime.KeepAlive(m)
-	runtime.KeepAlive(keys)
+	forMemModes(t, func(t *testing.T, exact bool) {
+		const n = 1_000_000
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("user:%011d", i) // 16 bytes: one 16-byte allocation
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		m := mustMemory(t, Spec{Rate: 1, Per: 60}, MemoryConfig{ExactKeys: exact})
+		for _, k := range keys {
+			m.AllowN(context.Background(), k, 0, 1) // TAT 60: held until then
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if m.Len() != n {
+			t.Fatalf("Len = %d, want %d", m.Len(), n)
+		}
+		perKey := float64(after.HeapAlloc-before.HeapAlloc) / n
+		stored := 0.0 // the hashed table keeps no key string
+		if exact {
+			stored = 16
+		}
+		beyond := perKey - stored
+		t.Logf("%d idle GCRA keys: %.1f B/key on the heap, %.1f B/key beyond the key strings it holds (%v B each)", n, perKey, beyond, stored)
+		if beyond > 64 {
+			t.Errorf("%.1f bytes per idle GCRA key beyond the key string, target ≤ 64", beyond)
+		}
+		runtime.KeepAlive(m)
+		runtime.KeepAlive(keys)
+	})
 }
 
 // The leaky queue's Delay and Start reach the caller.
@@ -360,16 +449,20 @@ func TestNewMemoryErrors(t *testing.T) {
 			t.Errorf("%+v %+v: error %v, want %v naming %q", c.spec, c.cfg, err, c.is, c.field)
 		}
 	}
-	if m, err := NewMemory(good, MemoryConfig{MaxKeys: 5}); err != nil || len(m.impl.(*memoryOf[GCRAState]).shards) != 4 {
-		t.Errorf("MaxKeys 5: %v; want the default shard count cut to 4", err)
+	for _, exact := range []bool{false, true} {
+		if m, err := NewMemory(good, MemoryConfig{MaxKeys: 5, ExactKeys: exact}); err != nil || memShardCount(m) != 4 {
+			t.Errorf("MaxKeys 5, ExactKeys %v: %v; want the default shard count cut to 4", exact, err)
+		}
 	}
 }
 
 // Decisions, sweeps and stats from many goroutines at once, over keys that
 // come and go and a store that evicts: for the race detector, and the
 // table must stay consistent (every key held is found).
-func TestMemoryConcurrentChurn(t *testing.T) {
-	m := mustMemory(t, Spec{Rate: 50, Per: 1, Burst: 5}, MemoryConfig{MaxKeys: 256, Shards: 4})
+func TestMemoryConcurrentChurn(t *testing.T) { forMemModes(t, testMemoryChurn) }
+
+func testMemoryChurn(t *testing.T, exact bool) {
+	m := mustMemory(t, Spec{Rate: 50, Per: 1, Burst: 5}, MemoryConfig{MaxKeys: 256, Shards: 4, ExactKeys: exact})
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
@@ -388,10 +481,7 @@ func TestMemoryConcurrentChurn(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	impl := m.impl.(*memoryOf[GCRAState])
-	for i := range impl.shards {
-		memCheckTable(t, &impl.shards[i].t)
-	}
+	memCheck(t, m)
 	if st := m.Stats(); st.Keys > 256 {
 		t.Errorf("%d keys held, MaxKeys 256", st.Keys)
 	}

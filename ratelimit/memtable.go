@@ -2,9 +2,10 @@ package ratelimit
 
 import "hash/maphash"
 
-// memTable is the key → state table of one shard of a keyed store (Memory,
-// Leased): an open-addressing index of 8-byte slots over a dense slab of
-// entries. It is not safe for concurrent use; its owner holds a lock.
+// memTable is the key → state table of one shard of a keyed store (Memory
+// with exact keys, Leased): an open-addressing index of 8-byte slots over a
+// dense slab of entries. It is not safe for concurrent use; its owner holds
+// a lock. (Memory's default for fixed-size states is hashTable.)
 //
 // Layout, chosen for bytes per key (Memory's GCRA target is 64 B beyond the
 // key string) and for one cache miss in the index plus one in the slab:
