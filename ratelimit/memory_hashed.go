@@ -24,13 +24,13 @@ var (
 
 // hashShard is one shard of a hashedOf: its lock and table.
 type hashShard[S any] struct {
-	mu                                     sync.Mutex
-	tick                                   uint32       // guarded by mu: decisions, to sweep every hashSweepEvery
-	t                                      hashTable[S] // guarded by mu
-	scratch                                S            // guarded by mu: the state of a key not yet held
-	max                                    int          // immutable: most keys held
-	inserts, expired, idleExpired, evicted uint64       // guarded by mu
-	_                                      [64]byte     // keeps the next shard's lock off this cache line
+	mu      sync.Mutex
+	tick    uint32       // guarded by mu: decisions, to sweep every hashSweepEvery
+	t       hashTable[S] // guarded by mu
+	scratch S            // guarded by mu: the state of a key not yet held
+	max     int          // immutable: most keys held
+	counts  MemoryStats  // guarded by mu; Keys is filled in by stats
+	_       [64]byte     // keeps the next shard's lock off this cache line
 }
 
 const (
@@ -101,7 +101,7 @@ func (m *hashedOf[S]) slowLocked(sh *hashShard[S], e *hashEntry[S], h uint64, no
 			m.evictLocked(sh, now, c)
 		}
 		sh.t.insert(h, now, sh.scratch)
-		sh.inserts++
+		sh.counts.Inserts++
 	}
 	var zero S
 	sh.scratch = zero
@@ -122,7 +122,7 @@ func (m *hashedOf[S]) evictLocked(sh *hashShard[S], now float64, c *memConfig[S]
 		}
 	}
 	sh.t.removeAt(victim)
-	sh.evicted++
+	sh.counts.Evicted++
 }
 
 // dropLocked removes the entry in slot p if it has expired at now and
@@ -131,9 +131,9 @@ func (m *hashedOf[S]) dropLocked(sh *hashShard[S], p int, now float64, c *memCon
 	e := &sh.t.slots[p]
 	switch m.expiry(&e.state, e.used, now, c) {
 	case memExpired:
-		sh.expired++
+		sh.counts.Expired++
 	case memIdleExpired:
-		sh.idleExpired++
+		sh.counts.IdleExpired++
 	default:
 		return false
 	}
@@ -200,11 +200,9 @@ func (m *hashedOf[S]) stats() MemoryStats {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		st.Keys += sh.t.n
-		st.Inserts += sh.inserts
-		st.Expired += sh.expired
-		st.IdleExpired += sh.idleExpired
-		st.Evicted += sh.evicted
+		c := sh.counts
+		c.Keys = sh.t.n
+		st.add(c)
 		sh.mu.Unlock()
 	}
 	return st

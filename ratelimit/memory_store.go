@@ -183,6 +183,15 @@ type MemoryStats struct {
 	Evicted     uint64 // keys evicted to make room at MaxKeys (they restart full)
 }
 
+// add adds o's counts to s.
+func (s *MemoryStats) add(o MemoryStats) {
+	s.Keys += o.Keys
+	s.Inserts += o.Inserts
+	s.Expired += o.Expired
+	s.IdleExpired += o.IdleExpired
+	s.Evicted += o.Evicted
+}
+
 // NewMemory returns an in-memory keyed store enforcing spec for every key,
 // or an error wrapping ErrInvalidLimit (naming the Spec's field) or
 // ErrInvalidKeyedConfig (naming cfg's field).
@@ -550,13 +559,13 @@ type memoryOf[S any] struct {
 
 // memShard is one shard: its lock and table.
 type memShard[S any] struct {
-	mu                                     sync.Mutex
-	t                                      memTable[S] // guarded by mu
-	scratch                                S           // guarded by mu: the state of a key not yet held
-	max                                    int         // immutable: most keys held
-	tick                                   uint32      // guarded by mu: decisions, to sweep every fourth
-	inserts, expired, idleExpired, evicted uint64      // guarded by mu
-	_                                      [64]byte    // keeps the next shard's lock off this cache line
+	mu      sync.Mutex
+	t       memTable[S] // guarded by mu
+	scratch S           // guarded by mu: the state of a key not yet held
+	max     int         // immutable: most keys held
+	tick    uint32      // guarded by mu: decisions, to sweep every fourth
+	counts  MemoryStats // guarded by mu; Keys is filled in by stats
+	_       [64]byte    // keeps the next shard's lock off this cache line
 }
 
 // memConfig is one published configuration: a Decider per class (nil: the
@@ -746,7 +755,7 @@ func (m *memoryOf[S]) insertLocked(sh *memShard[S], key string, frag uint32, now
 		m.evictLocked(sh, now, c)
 	}
 	sh.t.insert(key, frag, now, sh.scratch)
-	sh.inserts++
+	sh.counts.Inserts++
 }
 
 // evictLocked removes one key of a non-empty shard: the first expired one
@@ -764,7 +773,7 @@ func (m *memoryOf[S]) evictLocked(sh *memShard[S], now float64, c *memConfig[S])
 		}
 	}
 	sh.t.remove(victim)
-	sh.evicted++
+	sh.counts.Evicted++
 }
 
 // dropLocked removes entry i if it has expired at now and reports whether
@@ -773,9 +782,9 @@ func (m *memoryOf[S]) dropLocked(sh *memShard[S], i int, now float64, c *memConf
 	e := sh.t.at(i)
 	switch m.expiry(&e.state, e.used, now, c) {
 	case memExpired:
-		sh.expired++
+		sh.counts.Expired++
 	case memIdleExpired:
-		sh.idleExpired++
+		sh.counts.IdleExpired++
 	default:
 		return false
 	}
@@ -831,11 +840,9 @@ func (m *memoryOf[S]) stats() MemoryStats {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		st.Keys += sh.t.n
-		st.Inserts += sh.inserts
-		st.Expired += sh.expired
-		st.IdleExpired += sh.idleExpired
-		st.Evicted += sh.evicted
+		c := sh.counts
+		c.Keys = sh.t.n
+		st.add(c)
 		sh.mu.Unlock()
 	}
 	return st
