@@ -14,6 +14,8 @@ type Decision struct {
 	// Remaining is the whole units left after this decision: the largest
 	// cost a request at the same instant would be allowed (the IETF
 	// RateLimit header's r=). For LeakyQueue it is the free queue space.
+	// It is never negative, even when a state holds more than a (scaled)
+	// configuration allows.
 	Remaining int
 	// RetryAfter is 0 when the request is allowed. When it is denied, it is
 	// the seconds from now until the earliest instant at which the same
@@ -110,6 +112,10 @@ var (
 	_ Decider[SlidingCounterState] = (*SlidingCounter)(nil)
 	_ Decider[GCRAState]           = (*GCRA)(nil)
 )
+
+// nonNegative is n, or 0 when n is negative: Remaining after a scale cut
+// left a state above the configuration's capacity.
+func nonNegative(n int) int { return max(n, 0) }
 
 // clampNow maps a negative or NaN time to 0.
 func clampNow(now float64) float64 {

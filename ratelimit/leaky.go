@@ -55,7 +55,7 @@ func (m *LeakyMeter) Decide(s *LeakyMeterState, now float64, cost int) Decision 
 	if !allowed {
 		retry = m.retry(level, s.last, now, cost)
 	}
-	return Decision{Allowed: allowed, Remaining: int(m.burst - level), RetryAfter: retry, Reset: level / m.rate}
+	return Decision{Allowed: allowed, Remaining: nonNegative(int(m.burst - level)), RetryAfter: retry, Reset: level / m.rate}
 }
 
 func (m *LeakyMeter) retry(level, last, now float64, cost int) float64 {
@@ -122,14 +122,14 @@ func (q *LeakyQueue) Decide(s *LeakyQueueState, now float64, cost int) Decision 
 	s.drop(now)
 	waiting := int(s.out.n)
 	if cost <= 0 {
-		return Decision{Allowed: true, Remaining: q.size - waiting, Reset: q.reset(s, now)}
+		return Decision{Allowed: true, Remaining: nonNegative(q.size - waiting), Reset: q.reset(s, now)}
 	}
 	if waiting+cost > q.size {
 		retry := never
 		if cost <= q.size {
 			retry = q.retry(s, now, waiting+cost-q.size)
 		}
-		return Decision{Remaining: q.size - waiting, RetryAfter: retry, Reset: q.reset(s, now)}
+		return Decision{Remaining: nonNegative(q.size - waiting), RetryAfter: retry, Reset: q.reset(s, now)}
 	}
 	out := s.nextFree
 	if now > out {
@@ -142,7 +142,7 @@ func (q *LeakyQueue) Decide(s *LeakyQueueState, now float64, cost int) Decision 
 	}
 	s.nextFree = next
 	s.drop(now) // a unit released at once (out = now) is not waiting
-	return Decision{Allowed: true, Remaining: q.size - int(s.out.n), Reset: q.reset(s, now), Delay: out - now, Start: out}
+	return Decision{Allowed: true, Remaining: nonNegative(q.size - int(s.out.n)), Reset: q.reset(s, now), Delay: out - now, Start: out}
 }
 
 // drop forgets the units released by now.

@@ -190,3 +190,27 @@ func TestMemoryScaleConcurrent(t *testing.T) {
 		t.Errorf("%d admitted, the full burst is 50", admitted)
 	}
 }
+
+// A scale cut leaves states holding more than the scaled capacity; Remaining
+// must read 0 then, not a negative number (or, for the fixed window's
+// unsigned count, a wrapped-around huge one) that would reach RateLimit: r=.
+func TestRemainingNeverNegativeAfterScaleCut(t *testing.T) {
+	for _, alg := range []Algorithm{AlgFixedWindow, AlgSlidingLog, AlgLeakyMeter, AlgLeakyQueue, AlgGCRA, AlgTokenBucket, AlgSlidingCounter} {
+		spec := Spec{Algorithm: alg, Rate: 10, Per: 100}
+		m, err := NewMemory(spec, MemoryConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for i := 0; i < 10; i++ {
+			if d, _ := m.AllowN(ctx, "k", 1, 1); !d.Allowed {
+				t.Fatalf("%v: request %d refused before the cut", alg, i)
+			}
+		}
+		m.SetScale(0.5)
+		d, err := m.AllowN(ctx, "k", 1, 0) // a query
+		if err != nil || d.Remaining != 0 {
+			t.Errorf("%v: Remaining after a cut to half = %d (err %v), want 0", alg, d.Remaining, err)
+		}
+	}
+}

@@ -61,7 +61,7 @@ func (l *SlidingLog) Decide(s *SlidingLogState, now float64, cost int) Decision 
 			retry = l.retry(s, now, n+cost-l.limit)
 		}
 	}
-	return Decision{Allowed: allowed, Remaining: l.limit - int(s.log.n), RetryAfter: retry, Reset: reset}
+	return Decision{Allowed: allowed, Remaining: nonNegative(l.limit - int(s.log.n)), RetryAfter: retry, Reset: reset}
 }
 
 // retry is the wait until the k-th oldest timestamp has left the window.

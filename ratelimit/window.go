@@ -67,7 +67,7 @@ func (fw *FixedWindow) Decide(s *FixedWindowState, now float64, cost int) Decisi
 			retry = fw.retry(*s, now, end-now, uint64(cost))
 		}
 	}
-	return Decision{Allowed: allowed, Remaining: int(fw.limit - uint64(s.count)), RetryAfter: retry, Reset: reset}
+	return Decision{Allowed: allowed, Remaining: nonNegative(int(fw.limit) - int(s.count)), RetryAfter: retry, Reset: reset}
 }
 
 // roll moves s to the window of now and returns that window's number (the

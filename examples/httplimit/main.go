@@ -13,7 +13,8 @@
 // floor for fail-open rules); several comma-separated addresses mean a
 // Redis Cluster. Without it, each rule has an in-memory store.
 //
-// GET /metrics serves the limiter's Prometheus metrics and GET
+// GET /metrics serves the limiter's Prometheus metrics (with -redis, the
+// Redis stores' too) and GET
 // /debug/hotkeys each rule's heaviest keys as JSON (neither is
 // rate-limited). SIGHUP reloads the rules file; a file with errors is
 // reported and the rules in force stay. SIGINT or SIGTERM shuts the server
@@ -100,6 +101,7 @@ func serve(ctx context.Context, args []string, ready func(addr string)) error {
 			return err
 		}
 		defer stores.Close()
+		reg.MustRegister(stores.Collector()) // spillway_ratelimit_redis_*: round trips, fail modes, breakers
 		cfg.Store = stores.ForRule
 		store = "redis " + *redisAddr
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -149,6 +150,29 @@ func TestServe(t *testing.T) {
 				}
 			}
 			if tc.redis {
+				// The Redis stores' collector: per-ip's 4 requests went to
+				// its Redis store (one may have been abandoned after
+				// -redis-timeout on a loaded machine; a decision is counted
+				// just after its answer, so look again for up to 2 s).
+				sum := func(metrics string) int {
+					total := 0
+					for _, o := range []string{"decided", "error", "abandoned", "queue_full"} {
+						line := `spillway_ratelimit_redis_decisions_total{outcome="` + o + `",rule="per-ip"} `
+						n, i := 0, strings.Index(metrics, line)
+						if i >= 0 {
+							fmt.Sscan(metrics[i+len(line):], &n)
+						}
+						total += n
+					}
+					return total
+				}
+				for deadline := time.Now().Add(2 * time.Second); sum(metrics) != 4 && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+					_, metrics = get("/metrics")
+				}
+				if n := sum(metrics); n != 4 {
+					t.Errorf("per-ip: %d decisions asked of Redis, want 4; /metrics:\n%s", n, metrics)
+				}
 				key := prefix + ":{127.0.0.1}:per-ip"
 				if n, err := rdb.Exists(context.Background(), key).Result(); err != nil || n != 1 {
 					t.Errorf("Redis key %s: exists %d, %v", key, n, err)

@@ -31,6 +31,7 @@ type call struct {
 	tag      string // its hash tag's content
 	slot     uint16 // its Cluster slot (grouping by slot only)
 	cost     int
+	par      *params   // the script parameters of the call's class
 	now      float64   // the caller's now (caller clock only)
 	deadline time.Time // when the caller gives up
 	state    atomic.Uint32
@@ -57,7 +58,7 @@ func (c *call) prepare(s *Store, key string, now float64, cost int) {
 			c.slot = clusterSlot(c.rkey) // an empty tag: Redis hashes the whole key
 		}
 	}
-	c.cost, c.now = cost, now
+	c.cost, c.now, c.par = cost, now, s.base
 	c.state.Store(callPending)
 }
 
@@ -178,14 +179,26 @@ func (s *Store) send(w *worker) {
 
 // split orders live so that calls that may share a script call are
 // adjacent and cuts it into chunks: one group (all, one slot or one hash
-// tag) each, with one caller's now each under the caller clock, and at most
-// maxUnits units of cost each for the algorithms that loop per unit.
+// tag) and one set of script parameters (one scale) each, with one
+// caller's now each under the caller clock, and at most maxUnits units of
+// cost each for the algorithms that loop per unit. Calls of one group and
+// scale keep their order; a batch whose calls all have one scale (the
+// common case, and always without load awareness) is not reordered on a
+// standalone server.
 func (s *Store) split(live []*call, chunks []chunk) []chunk {
 	switch s.grouping {
+	case groupAll:
+		if mixedParams(live) {
+			slices.SortStableFunc(live, func(a, b *call) int { return cmp.Compare(a.par.order(), b.par.order()) })
+		}
 	case groupSlot:
-		slices.SortStableFunc(live, func(a, b *call) int { return cmp.Compare(a.slot, b.slot) })
+		slices.SortStableFunc(live, func(a, b *call) int {
+			return cmp.Or(cmp.Compare(a.slot, b.slot), cmp.Compare(a.par.order(), b.par.order()))
+		})
 	case groupTag:
-		slices.SortStableFunc(live, func(a, b *call) int { return cmp.Compare(a.tag, b.tag) })
+		slices.SortStableFunc(live, func(a, b *call) int {
+			return cmp.Or(cmp.Compare(a.tag, b.tag), cmp.Compare(a.par.order(), b.par.order()))
+		})
 	}
 	lo, units := 0, 0
 	for i, c := range live {
@@ -194,6 +207,7 @@ func (s *Store) split(live []*call, chunks []chunk) []chunk {
 			first := live[lo]
 			if (s.grouping == groupSlot && c.slot != first.slot) ||
 				(s.grouping == groupTag && c.tag != first.tag) ||
+				!c.par.same(first.par) ||
 				(s.callerClock && c.now != first.now) ||
 				(s.maxUnits > 0 && units+u > s.maxUnits) {
 				chunks = append(chunks, chunk{lo, i})
@@ -213,7 +227,10 @@ func (s *Store) pipeline(ctx context.Context, w *worker, live []*call, chunks []
 	for _, ch := range chunks {
 		calls := live[ch.lo:ch.hi]
 		w.keys = w.keys[:0]
-		w.args = append(w.args[:0], "", s.margin, s.p1, s.p2)
+		// The parameters are boxed once, when built: appending them does
+		// not allocate.
+		par := calls[0].par
+		w.args = append(w.args[:0], "", s.margin, par.args[0], par.args[1], s.base.args[0], s.base.args[1])
 		if s.callerClock {
 			w.args[0] = luaNumber(calls[0].now)
 		}
@@ -298,7 +315,7 @@ func parseReply(v []interface{}) (ratelimit.Decision, error) {
 			f[i] = math.Ldexp(float64(m), int(e)-53)
 		}
 	}
-	return ratelimit.Decision{Allowed: n[0] == 1, Remaining: int(n[1]),
+	return ratelimit.Decision{Allowed: n[0] == 1, Remaining: max(int(n[1]), 0),
 		RetryAfter: f[0], Reset: f[1], Delay: f[2], Start: f[3]}, nil
 }
 

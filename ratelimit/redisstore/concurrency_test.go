@@ -96,29 +96,57 @@ func TestExactUnderConcurrency(t *testing.T) {
 }
 
 // TestGetThenSetOvershoots is the contrast: the seed's GET-then-SET counter
-// (read the count, and if it is below the limit write count+1) run the
-// same way on the same Redis admits far more than 100, because many
-// goroutines read the same count before any of them writes.
+// (read the count, and if it is below the limit write count+1). Whether a
+// free-running race shows the flaw depends on scheduling, so the test fixes
+// the interleaving that makes it certain and that real gateways meet under a
+// burst: every gateway goroutine reads the count before any of them writes
+// (one request each, 4 × 64 in flight at once). All read 0, so all are
+// admitted — 256 against a limit of 100 — and the lost updates leave the
+// counter at 1. The atomic scripts above admit exactly 100 however the
+// calls interleave.
 func TestGetThenSetOvershoots(t *testing.T) {
 	be := testBackend(t)
 	key := testPrefix(t) + ":{hot}:getset"
-	var gateways []func(context.Context) (bool, error)
-	for range raceGateways {
-		c := newClient(t, be.addr)
-		gateways = append(gateways, func(ctx context.Context) (bool, error) {
-			n, err := c.Get(ctx, key).Int()
+	clients := make([]*redis.Client, raceGateways)
+	for i := range clients {
+		clients[i] = newClient(t, be.addr)
+	}
+	const inFlight = raceGateways * raceGoroutines
+	ctx := context.Background()
+	read := make([]int, inFlight)
+	errs := make([]error, inFlight)
+	var wg sync.WaitGroup
+	for i := range inFlight { // every GET first
+		wg.Go(func() {
+			n, err := clients[i%raceGateways].Get(ctx, key).Int()
 			if errors.Is(err, redis.Nil) {
 				n, err = 0, nil
 			}
-			if err != nil || n >= raceLimit {
-				return false, err
-			}
-			return true, c.Set(ctx, key, n+1, time.Minute).Err()
+			read[i], errs[i] = n, err
 		})
 	}
-	admitted, failed := race(gateways)
-	t.Logf("GET then SET: admitted %d of %d against a limit of %d (%d errors)", admitted, raceRequests, raceLimit, failed)
-	if failed != 0 || admitted <= raceLimit {
-		t.Fatalf("admitted %d with %d errors, want more than %d: the flaw did not show", admitted, failed, raceLimit)
+	wg.Wait()
+	var admitted atomic.Int64
+	for i := range inFlight { // then each SET, decided on the value it read
+		wg.Go(func() {
+			if errs[i] != nil || read[i] >= raceLimit {
+				return
+			}
+			if errs[i] = clients[i%raceGateways].Set(ctx, key, read[i]+1, time.Minute).Err(); errs[i] == nil {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	final, err := clients[0].Get(ctx, key).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("GET then SET: admitted %d against a limit of %d; the counter reads %d", admitted.Load(), raceLimit, final)
+	if admitted.Load() != inFlight || final != 1 {
+		t.Fatalf("admitted %d (want all %d) and counter %d (want 1): the stale reads did not all pass", admitted.Load(), inFlight, final)
 	}
 }

@@ -27,7 +27,7 @@
 //	GCRA                 string: TAT                        (SET … PX)
 //	token bucket         hash {t: tokens, l: last refill}
 //	leaky meter          hash {v: level, l: last leak}
-//	leaky queue          hash {h: oldest release, n: waiting, b: newest release, f: next free}
+//	leaky queue          sorted set of waiting units' release times, and member f: next free
 //	fixed window         hash {c: count, w: window number}
 //	sliding window cnt.  hash {p: previous count, c: current count, w: window number}
 //	sliding log          sorted set of admitted times (one member per unit)
@@ -54,6 +54,20 @@
 // sliding counter: the end of the next window; sliding log: the newest
 // entry's exit). A missing key equals a fresh one, so an expired key changes
 // no decision; idle keys cost no memory.
+//
+// # Load-aware limits
+//
+// A Store scales its rule by a health signal as ratelimit.Memory does, with
+// the same formulas (ratelimit.ScaledSpec, ratelimit.ClassCurve): SetScale
+// for every class, SetHealth (or Config.Health, polled at most once per
+// Config.HealthInterval of AllowN's now) through each class's curve, and
+// AllowClassN or ForClass to decide in a class. A published scale is an
+// immutable set of script parameters behind an atomic pointer; each call
+// takes its class's parameters with one atomic load and carries them to
+// the script, and a batch sends calls of different scales in separate
+// script calls (of one pipeline). A closed class (scale 0) is refused
+// without a round trip. The keys' states carry over across scale changes
+// (see Store.SetScale).
 //
 // # Clock
 //

@@ -16,8 +16,11 @@ import (
 //	ARGV[1]     now in seconds, or "" to read Redis TIME once for the batch
 //	            (the production form; the other is for tests)
 //	ARGV[2]     the TTL margin in milliseconds
-//	ARGV[3..4]  the algorithm's two parameters (see each body)
-//	ARGV[4+i]   the i-th decision's cost (a whole number; ≤ 0 is a query)
+//	ARGV[3..4]  the algorithm's two parameters (see each body) for the
+//	            batch's scale (see Store.SetScale; the rule's own at scale 1)
+//	ARGV[5..6]  the rule's own parameters, at scale 1 (the token bucket's
+//	            TTL covers both)
+//	ARGV[6+i]   the i-th decision's cost (a whole number; ≤ 0 is a query)
 //
 // It returns ten integers per key: allowed (1/0), remaining, then
 // retryAfter, reset, delay and start, each as two integers m, e with value
@@ -52,6 +55,7 @@ end
 if not (now >= 0) then now = 0 end
 local margin = tonumber(ARGV[2])
 local P1, P2 = tonumber(ARGV[3]), tonumber(ARGV[4])
+local R1, R2 = tonumber(ARGV[5]), tonumber(ARGV[6])
 local INF = math.huge
 local EPS = 1 / 4503599627370496
 local STEPBACK = 65536
@@ -90,7 +94,7 @@ end
 const epilogue = `
 local out = {}
 for i = 1, #KEYS do
-  local allowed, remaining, retry, reset, delay, start = decide(KEYS[i], tonumber(ARGV[4 + i]))
+  local allowed, remaining, retry, reset, delay, start = decide(KEYS[i], tonumber(ARGV[6 + i]))
   local b = (i - 1) * 10
   if allowed then out[b + 1] = 1 else out[b + 1] = 0 end
   out[b + 2] = remaining
@@ -149,9 +153,13 @@ end
 `
 
 // tokenBucketBody: P1 rate, P2 burst. State: hash {t: tokens, l: time of
-// the last refill}; a missing key is a full bucket.
+// the last refill}; a missing key is a full bucket. Under a scale (P1 below
+// the rule's own rate R1) the key is kept until the bucket is full at both
+// rates: a missing key is the rule's full Burst R2 to a later decision at
+// scale 1.
 const tokenBucketBody = `
 local rate, burst = P1, P2
+local scaled = rate ~= R1
 
 local function decide(key, cost)
   local s = redis.call('HMGET', key, 't', 'l')
@@ -167,8 +175,13 @@ local function decide(key, cost)
   local allowed = cost <= 0 or tokens >= cost
   if allowed and cost > 0 then tokens = tokens - cost end
   local reset = (burst - tokens) / rate
+  local keep = reset
+  if scaled then
+    local own = (R2 - tokens) / R1
+    if own > keep then keep = own end
+  end
   redis.call('HSET', key, 't', tokens, 'l', last)
-  redis.call('PEXPIRE', key, ttl(reset))
+  redis.call('PEXPIRE', key, ttl(keep))
   local retry = 0
   if not allowed then
     retry = INF
@@ -187,7 +200,9 @@ end
 `
 
 // leakyMeterBody: P1 rate, P2 burst. State: hash {v: level, l: time of the
-// last leak}; a missing key is an empty bucket.
+// last leak}; a missing key is an empty bucket. Remaining is Burst − level
+// truncated toward zero, as Go's int(): under a scale the level can exceed
+// the scaled Burst.
 const leakyMeterBody = `
 local rate, burst = P1, P2
 
@@ -216,32 +231,38 @@ local function decide(key, cost)
       end)
     end
   end
-  return allowed, floor(burst - level), retry, reset
+  local room = burst - level
+  if room < 0 then room = ceil(room) else room = floor(room) end
+  return allowed, room, retry, reset
 end
 `
 
-// leakyQueueBody: P1 rate, P2 queue size. State: hash {h: release time of
-// the oldest waiting unit, n: units waiting, b: release time of the newest,
-// f: next free release time}. The waiting units' release times are h, h+T,
-// h+T+T, ... (T = 1/rate, added one at a time, as the in-memory queue
-// computes them), so three numbers and a count replace the in-memory ring.
-// Units that have left are forgotten at once, even by a refused request (as
-// in memory: a clock that then steps back must not see them again).
+// leakyQueueBody: P1 rate, P2 queue size. State: a sorted set with one
+// member per waiting unit (score: its release time; member: the instant
+// its request started, '/', and the unit's number in the request, with 17
+// significant digits: unique) and the member 'f', whose score is the next
+// free release time: one interval after the newest release, so 'f' is
+// always the last member ('f' also sorts after any number on a tie), and a
+// set without 'f' is empty. The release times are stored, not derived from
+// the oldest one, because a queue's units may have been spaced at
+// different rates (the rate can change while units wait: Store.SetScale),
+// as the in-memory ring stores them. Units that have left are removed at
+// once, even by a refused request (as in memory: a clock that then steps
+// back must not see them again); a unit released at once (at now) is never
+// stored.
 const leakyQueueBody = `
 local rate, size = P1, P2
 local interval = 1 / rate
 
 local function decide(key, cost)
-  local s = redis.call('HMGET', key, 'h', 'n', 'b', 'f')
-  local head, n = tonumber(s[1]) or 0, tonumber(s[2]) or 0
-  local back, nextFree = tonumber(s[3]) or 0, tonumber(s[4]) or 0
-
-  local function drop()
-    if n > 0 and back <= now then n = 0 end
-    while n > 0 and head <= now do
-      head = head + interval
-      n = n - 1
-    end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local top = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+  local n, back, nextFree = 0, 0, 0
+  if #top == 4 then
+    back, nextFree = tonumber(top[2]), tonumber(top[4])
+    n = redis.call('ZCARD', key) - 1
+  elseif #top == 2 then
+    nextFree = tonumber(top[2])
   end
 
   local function reset()
@@ -249,36 +270,38 @@ local function decide(key, cost)
     return back - now
   end
 
-  local function save()
-    redis.call('HSET', key, 'h', head, 'n', n, 'b', back, 'f', nextFree)
-    redis.call('PEXPIRE', key, ttl(nextFree - now))
-  end
-
-  local n0 = n
-  drop()
-  if n ~= n0 then save() end
   if cost <= 0 then return true, size - n, 0, reset() end
   if n + cost > size then
     local retry = INF
     if cost <= size then
-      local release = head
-      for _ = 2, n + cost - size do release = release + interval end
+      local k = n + cost - size
+      local release = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
       retry = settle(release - now, function(t) return release <= t end)
     end
     return false, size - n, retry, reset()
   end
   local out = nextFree
   if now > out then out = now end
-  if n == 0 then head = out end
-  local x = out
-  for _ = 1, cost do
-    back = x
+  local member = string.format('%.17g', out) .. '/'
+  local args, j, x = {}, 0, out
+  for i = 1, cost do
+    if x > now then
+      args[j + 1] = x
+      args[j + 2] = member .. i
+      j = j + 2
+      back, n = x, n + 1
+      if j >= 1000 then
+        redis.call('ZADD', key, unpack(args, 1, j))
+        j = 0
+      end
+    end
     x = x + interval
   end
-  n = n + cost
   nextFree = x
-  drop()
-  save()
+  args[j + 1] = nextFree
+  args[j + 2] = 'f'
+  redis.call('ZADD', key, unpack(args, 1, j + 2))
+  redis.call('PEXPIRE', key, ttl(nextFree - now))
   return true, size - n, 0, reset(), out - now, out
 end
 `

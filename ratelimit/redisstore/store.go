@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,21 @@ type Config struct {
 	// Zero means DefaultWorkers; at most MaxWorkers. Each uses one
 	// connection of the client's pool while its pipeline is out.
 	Workers int
+	// Classes are the load classes' curves, most important first (see
+	// ratelimit.ClassCurve and Store.SetHealth); at most
+	// ratelimit.MaxLoadClasses, checked by ratelimit.ValidateClasses.
+	// Empty means one class scaled in proportion to health:
+	// {Low: 0, High: 1}.
+	Classes []ratelimit.ClassCurve
+	// Health, if not nil, returns the backend's health in [0, 1]; a
+	// decision calls it at most once per HealthInterval seconds of
+	// AllowN's now (not Redis's clock), in the deciding goroutine, and
+	// applies it as SetHealth does (see ratelimit.MemoryConfig.Health). It
+	// must be fast and must not block.
+	Health func() float64
+	// HealthInterval is the least time between two calls of Health, in
+	// seconds; 0 means 1.
+	HealthInterval float64
 }
 
 func (c Config) withDefaults() Config {
@@ -117,6 +133,9 @@ func (c Config) withDefaults() Config {
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = 1
+	}
 	return c
 }
 
@@ -137,6 +156,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: MaxBatch must be from 0 to %d (0 means %d), got %d", ErrConfig, MaxMaxBatch, DefaultMaxBatch, c.MaxBatch)
 	case c.Workers < 1 || c.Workers > MaxWorkers:
 		return fmt.Errorf("%w: Workers must be from 0 to %d (0 means %d), got %d", ErrConfig, MaxWorkers, DefaultWorkers, c.Workers)
+	case !(c.HealthInterval > 0) || math.IsInf(c.HealthInterval, 1):
+		return fmt.Errorf("%w: HealthInterval must be a positive finite number of seconds (0 means 1), got %v", ErrConfig, c.HealthInterval)
+	}
+	if err := ratelimit.ValidateClasses(c.Classes); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return nil
 }
@@ -160,9 +184,10 @@ type Store struct {
 	spec    ratelimit.Spec
 	head    string // Prefix + ":{"
 	tail    string // "}:" + Rule
+	rule    string // Config.Rule
 	timeout time.Duration
-	margin  string // TTL margin in ms
-	p1, p2  string // the algorithm's parameters, shortest exact decimal
+	margin  any     // TTL margin in ms, a string boxed once
+	base    *params // the rule's own script parameters (scale 1)
 	batch   int
 	// grouping says which decisions may share a script call (by the
 	// client's type); maxUnits, if positive, bounds the units of cost in
@@ -184,6 +209,14 @@ type Store struct {
 	wg        sync.WaitGroup
 
 	decisions, errs, abandoned, queueFull, roundTrips, reloads atomic.Uint64
+
+	// load awareness (see scaled.go)
+	curves   []ratelimit.ClassCurve // immutable, at least one
+	health   func() float64         // immutable; nil: not polled
+	interval float64                // immutable: seconds between polls
+	nextPoll atomic.Uint64          // float64 bits of the next poll instant
+	pubMu    sync.Mutex             // serialises publications
+	pub      atomic.Pointer[published]
 }
 
 var _ ratelimit.Keyed = (*Store)(nil)
@@ -207,35 +240,40 @@ func New(client redis.UniversalClient, spec ratelimit.Spec, cfg Config) (*Store,
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	var p1, p2 float64
 	if spec.Algorithm.Bucket() {
 		l := spec.Limit()
-		p1, p2 = l.Rate, float64(l.Burst)
 		spec.Burst = l.Burst
 		if spec.Algorithm == ratelimit.AlgLeakyQueue && l.Burst > MaxEntries {
 			return nil, fmt.Errorf("%w: Burst must be at most %d for the %s on Redis, got %d", ratelimit.ErrInvalidLimit, MaxEntries, spec.Algorithm, l.Burst)
 		}
 	} else {
 		q := spec.Quota()
-		p1, p2 = float64(q.Limit), q.Window
 		if spec.Algorithm == ratelimit.AlgSlidingLog && q.Limit > MaxEntries {
 			return nil, fmt.Errorf("%w: Rate must be at most %d for the %s on Redis, got %d", ratelimit.ErrInvalidLimit, MaxEntries, spec.Algorithm, q.Limit)
 		}
 	}
-	s := &Store{
-		client:  client,
-		script:  scripts[spec.Algorithm],
-		spec:    spec,
-		head:    cfg.Prefix + ":{",
-		tail:    "}:" + cfg.Rule,
-		timeout: time.Duration(cfg.Timeout * float64(time.Second)),
-		margin:  strconv.FormatInt(int64(math.Ceil(cfg.TTLMargin*1000)), 10),
-		p1:      luaNumber(p1),
-		p2:      luaNumber(p2),
-		batch:   cfg.MaxBatch,
-		queue:   make(chan *call, cfg.QueueSize),
-		stop:    make(chan struct{}),
+	curves := []ratelimit.ClassCurve{{Low: 0, High: 1}}
+	if len(cfg.Classes) > 0 {
+		curves = slices.Clone(cfg.Classes)
 	}
+	s := &Store{
+		client:   client,
+		script:   scripts[spec.Algorithm],
+		spec:     spec,
+		head:     cfg.Prefix + ":{",
+		tail:     "}:" + cfg.Rule,
+		rule:     cfg.Rule,
+		timeout:  time.Duration(cfg.Timeout * float64(time.Second)),
+		margin:   strconv.FormatInt(int64(math.Ceil(cfg.TTLMargin*1000)), 10),
+		base:     newParams(spec, 1),
+		batch:    cfg.MaxBatch,
+		queue:    make(chan *call, cfg.QueueSize),
+		stop:     make(chan struct{}),
+		curves:   curves,
+		health:   cfg.Health,
+		interval: cfg.HealthInterval,
+	}
+	s.publish(s.fullScales())
 	switch client.(type) {
 	case *redis.Client: // standalone, or Sentinel's master
 		s.grouping = groupAll
@@ -280,6 +318,9 @@ func (s *Store) Spec() ratelimit.Spec { return s.spec }
 // (a raw k never starts with '#').
 func (s *Store) RedisKey(key string) string { return s.head + s.tagOf(key) + s.tail }
 
+// Rule returns the rule id the store was made for (Config.Rule).
+func (s *Store) Rule() string { return s.rule }
+
 // tagOf returns k, the hash tag's content for key (see RedisKey).
 func (s *Store) tagOf(key string) string {
 	if len(key) <= MaxRawKeyLen && !strings.ContainsAny(key, "{}") && !strings.HasPrefix(key, "#") {
@@ -314,20 +355,39 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// AllowN decides a request of cost units for key on Redis. The now argument
-// is ignored: the script reads Redis's clock (TIME), the one clock all
-// gateways share. The call is queued for the next pipeline and waits at
-// most Config.Timeout (or until ctx ends) for its answer; every error wraps
-// ratelimit.ErrStoreUnavailable.
+// AllowN decides a request of cost units for key on Redis in class 0, the
+// most important (see AllowClassN). The now argument does not reach Redis:
+// the script reads Redis's clock (TIME), the one clock all gateways share;
+// now only paces the calls of Config.Health. The call is queued for the
+// next pipeline and waits at most Config.Timeout (or until ctx ends) for
+// its answer; every error wraps ratelimit.ErrStoreUnavailable.
 func (s *Store) AllowN(ctx context.Context, key string, now float64, cost int) (ratelimit.Decision, error) {
+	return s.AllowClassN(ctx, key, 0, now, cost)
+}
+
+// AllowClassN decides a request of cost units for key under class's scaled
+// limit (see SetScale and SetHealth), as AllowN does for class 0. A class
+// beyond the configured ones counts as the last (least important), a
+// negative one as 0. All classes share the key's state in Redis. A closed
+// class is answered at once, without a round trip: refused with RetryAfter
+// = the rule's Per, or allowed for a query (cost ≤ 0).
+func (s *Store) AllowClassN(ctx context.Context, key string, class int, now float64, cost int) (ratelimit.Decision, error) {
 	if s.closed.Load() {
 		return ratelimit.Decision{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
 	}
+	if s.health != nil {
+		s.poll(now)
+	}
+	par := s.pub.Load().params(class)
+	if par == nil {
+		return s.closedDecision(cost), nil
+	}
 	c := s.pool.Get().(*call)
 	c.prepare(s, key, now, cost)
+	c.par = par
 	wait := s.timeout
 	c.deadline = time.Now().Add(wait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(c.deadline) {

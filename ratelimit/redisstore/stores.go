@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,6 +68,30 @@ type StoresConfig struct {
 	// Lease, if not nil, puts token leasing (ratelimit.Leased) between the
 	// fail mode and Redis for the rules it selects.
 	Lease *LeaseOptions
+
+	// Health, if not nil, makes every rule's limit load-aware: Stores
+	// calls it at most once per HealthInterval seconds of the decisions'
+	// now, in a deciding goroutine (it must be fast and must not block),
+	// and applies it as Stores.SetHealth does, so the whole rules set
+	// scales together: each rule's Redis store, its fail-open floor and
+	// its local tier, by the same curves (see Store.SetScale and
+	// ratelimit.Memory.SetScale for the formulas). Without Health,
+	// Stores.SetHealth alone scales the set. Store.Health,
+	// Store.HealthInterval and Store.Classes must be left zero: these
+	// fields replace them.
+	Health func() float64
+	// HealthInterval is the least time between two calls of Health, in
+	// seconds; 0 means 1.
+	HealthInterval float64
+	// Classes are the load classes' curves, most important first (see
+	// ratelimit.ClassCurve); empty means one class scaled in proportion to
+	// health. At most ratelimit.MaxLoadClasses.
+	Classes []ratelimit.ClassCurve
+	// Class, if not nil, returns the load class of a rule's requests (an
+	// index into Classes; beyond the last counts as the last, negative as
+	// 0): rules guarding less important traffic can then lose their share
+	// first (ratelimit.ClassCurve). nil puts every rule in class 0.
+	Class func(*rules.Rule) int
 }
 
 // LeaseOptions configures leasing for Stores.
@@ -100,6 +126,9 @@ type LeaseOptions struct {
 //	leasing (optional)     ratelimit.Leased: Size units per round trip, maybe for hot keys only
 //	Redis                  a Store: Prefix:{key}:rule-id, one Lua script per algorithm
 //
+// With StoresConfig.Health (or Stores.SetHealth) the Redis store, the
+// floor and the local tier scale together, in the rule's load class.
+//
 // A request refused by the local tier costs no round trip; the fail mode
 // decides when Redis does not answer within the Store's Timeout or the
 // breaker is open (a dead Redis then costs nothing per request, and one
@@ -114,9 +143,12 @@ type Stores struct {
 	client redis.UniversalClient // immutable
 	cfg    StoresConfig          // immutable, defaults filled
 
-	mu     sync.Mutex
-	open   map[*RuleStore]struct{} // guarded by mu: stores not closed yet
-	closed bool                    // guarded by mu
+	mu        sync.Mutex
+	open      map[*RuleStore]struct{} // guarded by mu: stores not closed yet
+	closed    bool                    // guarded by mu
+	health    float64                 // guarded by mu: the last SetHealth's
+	healthSet bool                    // guarded by mu: SetHealth was called
+	nextPoll  atomic.Uint64           // float64 bits of the next poll of cfg.Health
 }
 
 // NewStores returns a Stores building rule stores on client with cfg, or
@@ -133,11 +165,25 @@ func NewStores(client redis.UniversalClient, cfg StoresConfig) (*Stores, error) 
 	if cfg.LocalMaxKeys == 0 {
 		cfg.LocalMaxKeys = DefaultLocalMaxKeys
 	}
+	if st := cfg.Store; st.Health != nil || st.HealthInterval != 0 || st.Classes != nil {
+		return nil, fmt.Errorf("%w: Store.Health, Store.HealthInterval and Store.Classes must be zero (set StoresConfig's Health, HealthInterval and Classes: one poll for all rules)", ErrConfig)
+	}
 	probe := cfg.Store
 	probe.Rule = "probe"
 	if err := probe.withDefaults().validate(); err != nil {
 		return nil, fmt.Errorf("StoresConfig.Store: %w", err)
 	}
+	if cfg.HealthInterval == 0 {
+		cfg.HealthInterval = 1
+	}
+	if !(cfg.HealthInterval > 0) || math.IsInf(cfg.HealthInterval, 1) {
+		return nil, fmt.Errorf("%w: HealthInterval must be a positive finite number of seconds (0 means 1), got %v", ErrConfig, cfg.HealthInterval)
+	}
+	if err := ratelimit.ValidateClasses(cfg.Classes); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	cfg.Classes = slices.Clone(cfg.Classes)
+	cfg.Store.Classes = cfg.Classes
 	switch {
 	case math.IsNaN(cfg.FloorFactor) || cfg.FloorFactor > MaxFactor:
 		return nil, fmt.Errorf("%w: FloorFactor must be at most %v (0 means %v, negative no floor), got %v", ErrConfig, MaxFactor, DefaultFloorFactor, cfg.FloorFactor)
@@ -213,13 +259,36 @@ func (s *Stores) build(r rules.Rule) (*RuleStore, error) {
 		return nil, ErrClosed
 	}
 	s.open[rs] = struct{}{}
+	if s.healthSet {
+		rs.SetHealth(s.health)
+	}
 	s.mu.Unlock()
 	return rs, nil
 }
 
+// memoryConfig is the configuration of a rule's floor and local tier.
+func (s *Stores) memoryConfig() ratelimit.MemoryConfig {
+	return ratelimit.MemoryConfig{MaxKeys: s.cfg.LocalMaxKeys, Classes: s.cfg.Classes}
+}
+
+// inClass returns k deciding in class c: k itself for class 0.
+func inClass[K interface {
+	ratelimit.Keyed
+	ForClass(int) ratelimit.Keyed
+}](k K, c int) ratelimit.Keyed {
+	if c == 0 {
+		return k
+	}
+	return k.ForClass(c)
+}
+
 // wrap builds the layers around rs.redis (see Stores).
 func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
-	var global ratelimit.Keyed = rs.redis
+	class := 0
+	if s.cfg.Class != nil {
+		class = s.cfg.Class(r)
+	}
+	var global = inClass(rs.redis, class)
 	if lc, ok := s.leaseConfig(r); ok {
 		if lo := s.cfg.Lease; lo.HotKeys != nil {
 			hh, err := ratelimit.NewHeavyHitters(*lo.HotKeys)
@@ -228,7 +297,7 @@ func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
 			}
 			lc.Hot, rs.hot = hh, hh
 		}
-		l, err := ratelimit.NewLeased(rs.redis, lc)
+		l, err := ratelimit.NewLeased(global, lc)
 		if err != nil {
 			return err
 		}
@@ -236,11 +305,11 @@ func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
 	}
 	gc := ratelimit.GuardConfig{Mode: r.FailMode, Breaker: s.cfg.Breaker}
 	if r.FailMode == ratelimit.FailOpen && s.cfg.FloorFactor > 0 {
-		m, err := ratelimit.NewMemory(scaleSpec(r.Spec, s.cfg.FloorFactor), ratelimit.MemoryConfig{MaxKeys: s.cfg.LocalMaxKeys})
+		m, err := ratelimit.NewMemory(scaleSpec(r.Spec, s.cfg.FloorFactor), s.memoryConfig())
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
-		gc.Floor, rs.floor = m, m
+		gc.Floor, rs.floor = inClass(m, class), m
 	}
 	g, err := ratelimit.NewGuarded(global, gc)
 	if err != nil {
@@ -248,11 +317,11 @@ func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
 	}
 	rs.guard, rs.keyed = g, g
 	if s.cfg.LocalFactor > 0 {
-		m, err := ratelimit.NewMemory(scaleSpec(r.Spec, s.cfg.LocalFactor), ratelimit.MemoryConfig{MaxKeys: s.cfg.LocalMaxKeys})
+		m, err := ratelimit.NewMemory(scaleSpec(r.Spec, s.cfg.LocalFactor), s.memoryConfig())
 		if err != nil {
 			return fmt.Errorf("local tier: %w", err)
 		}
-		t, err := ratelimit.NewTiered(m, g)
+		t, err := ratelimit.NewTiered(inClass(m, class), g)
 		if err != nil {
 			return err
 		}
@@ -313,6 +382,39 @@ func scaleSpec(s ratelimit.Spec, f float64) ratelimit.Spec {
 	return s
 }
 
+// SetHealth scales every open rule store by health h at once (see
+// RuleStore.SetHealth), and the stores ForRule makes from now on. With
+// StoresConfig.Health set, the next poll replaces it. It holds the Stores'
+// lock while it publishes the new scales (a few immutable configurations
+// per rule).
+func (s *Stores) SetHealth(h float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.health, s.healthSet = h, true
+	for rs := range s.open {
+		rs.SetHealth(h)
+	}
+}
+
+// poll calls StoresConfig.Health when HealthInterval has passed since the
+// last call (now: the decision's; NaN and negative count as 0). Of the
+// goroutines deciding at the same time, the one that advances the next
+// poll instant (compare-and-swap) calls it; the others go on with the
+// published scales.
+func (s *Stores) poll(now float64) {
+	if !(now >= 0) {
+		now = 0
+	}
+	next := s.nextPoll.Load()
+	if now < math.Float64frombits(next) {
+		return
+	}
+	if !s.nextPoll.CompareAndSwap(next, math.Float64bits(now+s.cfg.HealthInterval)) {
+		return
+	}
+	s.SetHealth(s.cfg.Health())
+}
+
 // Close closes every RuleStore it made that is still open (stopping their
 // goroutines) and makes later ForRule calls fail with ErrClosed. It does
 // not close the client. Idempotent; it returns nil.
@@ -354,6 +456,9 @@ var (
 // on its own clock; now drives the breaker, the leases, the floor and the
 // local tier.
 func (rs *RuleStore) AllowN(ctx context.Context, key string, now float64, cost int) (ratelimit.Decision, error) {
+	if o := rs.owner; o.cfg.Health != nil {
+		o.poll(now)
+	}
 	return rs.keyed.AllowN(ctx, key, now, cost)
 }
 
@@ -364,6 +469,19 @@ func (rs *RuleStore) Close() error {
 	delete(rs.owner.open, rs)
 	rs.owner.mu.Unlock()
 	return rs.redis.Close()
+}
+
+// SetHealth scales the rule's Redis store, floor and local tier by health
+// h through StoresConfig.Classes (see Store.SetHealth); Stores.SetHealth
+// and StoresConfig.Health call it for every rule.
+func (rs *RuleStore) SetHealth(h float64) {
+	rs.redis.SetHealth(h)
+	if rs.floor != nil {
+		rs.floor.SetHealth(h)
+	}
+	if rs.local != nil {
+		rs.local.SetHealth(h)
+	}
 }
 
 // Redis returns the Redis store (its RedisKey gives a key's layout).
