@@ -36,7 +36,7 @@ func sharedRedisAddr() string {
 		if addr == "" {
 			addr = "127.0.0.1:6379"
 		}
-		c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 300 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+		c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 2 * time.Second, MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -74,7 +74,7 @@ func testBackend(t testing.TB) backend {
 func newClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true,
-		DialTimeout: 200 * time.Millisecond, PoolSize: 64})
+		DialTimeout: 2 * time.Second, PoolSize: 64}) // a busy machine may be slow to accept; a dead server refuses at once
 	t.Cleanup(func() { c.Close() })
 	return c
 }

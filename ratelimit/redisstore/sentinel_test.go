@@ -154,7 +154,7 @@ func TestSentinel(t *testing.T) {
 
 	before := goroutines()
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{MasterName: sentinelMaster, Addrs: addrs,
-		ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, PoolSize: 64})
+		ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 2 * time.Second, PoolSize: 64})
 	if _, ok := rdb.(*redis.Client); !ok {
 		t.Fatalf("NewUniversalClient with MasterName returned %T, want the failover *redis.Client", rdb)
 	}
