@@ -1,0 +1,109 @@
+// Package limit computes adaptive concurrency limits: how many requests a
+// server should have in flight at once. Each algorithm is a small state
+// machine fed one Sample per finished request (when it finished, its RTT,
+// the requests in flight, whether it was dropped by overload) that returns
+// the new limit. Time is a parameter (Sample.Now, seconds on a monotonic
+// timeline); nothing here reads a clock. The algorithms compute a limit and
+// do not enforce it: an enforcer (a limiter with classes and queues) counts
+// requests in flight, admits while in-flight < Limit(), and calls Update
+// when each request ends, serialising the calls (none of the types is safe
+// for concurrent use; one mutex around Update is enough). The split follows
+// Netflix concurrency-limits (Limit vs Limiter).
+//
+// By Little's law, L = λW, a limit on requests in flight adapts to the
+// work: when requests slow down the same limit admits fewer per second. The
+// right limit is unknown and changes with hardware and dependencies, so
+// these algorithms search for it as TCP searches for its window (seed 000,
+// seed 004).
+//
+// # Algorithms
+//
+// Fixed: a constant. Choose it when a load test measured the capacity and it
+// does not change; it is the baseline the others are compared with.
+//
+// AIMD (seed 000): on a dropped sample or RTT > Tolerance × Baseline,
+// limit = max(MinLimit, floor(limit × Backoff)); otherwise
+// limit = min(MaxLimit, limit + 1/limit), about +1 per round trip.
+// Defaults: InitialLimit 20, Baseline 40 ms, Tolerance 2, Backoff 0.9,
+// MinLimit 1, MaxLimit 1000. Choose it for its simplicity and when a healthy
+// latency is known; with LearnBaseline the baseline is the measured no-load
+// RTT instead. It settles where RTT crosses Tolerance × baseline, so with
+// the default 2 it tolerates a doubled latency before backing off.
+//
+// Gradient (seed 004, Netflix "Performance Under Load", 2018):
+//
+//	gradient = clamp(RTT_noload ÷ RTT, MinGradient, 1)
+//	newLimit = limit × gradient + QueueSize(limit)      QueueSize = √limit
+//	limit    = limit × (1 − a) + newLimit × a           a = Smoothing ÷ limit
+//
+// bounded by [MinLimit, MaxLimit]; a dropped sample gives limit × Backoff.
+// Defaults: InitialLimit 20, MinGradient 0.5, Smoothing 0.2, Backoff 0.9,
+// MinLimit 1, MaxLimit 1000. The gradient is clamped to [0.5, 1]: above 1
+// (faster than the no-load RTT: noise, or a cache) would only add to the
+// queue term, and below 0.5 one slow outlier could cut the target by more
+// than half. Smoothing is per round trip: each sample moves the limit by
+// Smoothing ÷ limit of the way, so the roughly limit samples of one round
+// trip move it by about Smoothing; applied per sample the formula swings
+// from the maximum to the minimum within one RTT on a busy server. In steady
+// overload it settles near C + √C for a true concurrency C. Choose it as the
+// default for a server: no latency needs configuring.
+//
+// Gradient2 (after the idea of Netflix concurrency-limits' Gradient2Limit;
+// our own code): the reference is a long-term RTT average (EWMA over
+// LongWindow samples, decaying 5% a sample while over twice the sample),
+// not the minimum:
+//
+//	gradient = clamp(Tolerance × RTT_long ÷ RTT, 0.5, 1)
+//	newLimit = limit × gradient + QueueSize(limit)      QueueSize = 4
+//
+// smoothed and bounded as Gradient; growth is skipped while fewer than half
+// the limit are in flight. Defaults: Tolerance 1.5, LongWindow 600,
+// Smoothing 0.2, Backoff 0.9, MaxDrift 1.2. Two changes from Netflix's:
+// dropped samples shrink the limit (theirs ignores drops and climbs to its
+// maximum under steady timeouts), and the long-term RTT is capped at
+// MaxDrift × the no-load RTT (otherwise it follows the queue the limit
+// itself builds and the limit creeps up forever under steady overload). It
+// settles where RTT ≈ Tolerance × MaxDrift × RTT_noload. Choose it where
+// latency is noisy and a tolerated inflation is preferred to a minimum.
+//
+// Vegas (TCP Vegas, Brakmo and Peterson 1995; the shape of Netflix's
+// VegasLimit): with queue = limit × (1 − RTT_noload ÷ RTT) and
+// t = max(1, log10(limit)):
+//
+//	queue ≤ t         newLimit = limit + Beta × t
+//	queue < Alpha × t newLimit = limit + t
+//	queue > Beta × t  newLimit = limit − t
+//
+// moved towards per round trip (Smoothing ÷ limit per sample), bounded;
+// growth is skipped while fewer than half the limit are in flight; a dropped
+// sample gives limit × Backoff. Defaults: Alpha 3, Beta 6, Smoothing 1,
+// Backoff 0.9. It keeps an estimated 3–6 × log10(limit)
+// requests queued, so it settles near C + a few. Choose it for the smallest
+// standing queue.
+//
+// # No-load RTT and probing
+//
+// Gradient, Gradient2 and Vegas (and AIMD with LearnBaseline) take the
+// no-load RTT as the smallest RTT seen, and refresh it by a probe (see
+// ProbeConfig): every Probe.Interval (30 s), or early when the limit has
+// halved since the last probe, the reported limit drops to Probe.Ratio (0.5)
+// of itself for Probe.RTTs (4) round trips; the smallest RTT of requests
+// started during the probe becomes the no-load RTT, which is how a slower
+// new normal is learned; then the limit returns to where it was. Probing to
+// a fraction rather than to the minimum avoids the failure reported against
+// Envoy's adaptive concurrency filter, where probing pinned concurrency low
+// and caused bursts of 503s. Dropped samples never start a probe.
+//
+// # Backoff once per round trip
+//
+// Every multiplicative decrease (AIMD's, and the drop Backoff of the others)
+// happens at most once per round trip: a sample of a request that started
+// before the last decrease does not decrease again, as TCP cuts its window
+// once per loss event. Otherwise the slow requests admitted before a cut
+// would each cut again and collapse the limit to the minimum.
+//
+// Samples with an RTT that is not a positive finite number are ignored.
+// Configuration structs have documented zero-value defaults; constructors
+// validate and return a *ConfigError naming the field (wrapping ErrConfig).
+// Update does not allocate.
+package limit

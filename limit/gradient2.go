@@ -1,0 +1,155 @@
+package limit
+
+import "math"
+
+// Gradient2Config configures a Gradient2 limit. The zero value gives the
+// defaults documented on each field.
+type Gradient2Config struct {
+	// InitialLimit is the starting limit. 0 means 20.
+	InitialLimit int
+	// MinLimit is the lowest limit. 0 means 1.
+	MinLimit int
+	// MaxLimit is the highest limit. 0 means 1000.
+	MaxLimit int
+	// Tolerance: the short-term RTT may exceed the long-term one by this
+	// factor before the limit shrinks. 0 means 1.5. Must be ≥ 1.
+	Tolerance float64
+	// LongWindow is the long-term RTT average's time constant, in samples
+	// (EWMA weight 1/LongWindow). 0 means 600.
+	LongWindow int
+	// Smoothing α in (0, 1]: limit = limit×(1−α) + newLimit×α. 0 means 0.2.
+	Smoothing float64
+	// QueueSize returns the queue allowance for a limit. nil means 4
+	// (Netflix's default). It must be cheap, not allocate, and return a
+	// finite number ≥ 0.
+	QueueSize func(limit float64) float64
+	// Backoff is the multiplicative decrease on a dropped sample, in (0, 1).
+	// 0 means 0.9.
+	Backoff float64
+	// MaxDrift caps the long-term RTT at MaxDrift × the no-load RTT (see
+	// Probe). Without the cap the long-term average follows the queue the
+	// limit itself builds, and the limit creeps up forever under steady
+	// overload. 0 means 1.2. Must be ≥ 1.
+	MaxDrift float64
+	// Probe configures the no-load RTT measurement behind MaxDrift.
+	Probe ProbeConfig
+}
+
+func queue4(float64) float64 { return 4 }
+
+func (cfg *Gradient2Config) defaults() {
+	if cfg.InitialLimit == 0 {
+		cfg.InitialLimit = 20
+	}
+	if cfg.MinLimit == 0 {
+		cfg.MinLimit = 1
+	}
+	if cfg.MaxLimit == 0 {
+		cfg.MaxLimit = 1000
+	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = 1.5
+	}
+	if cfg.LongWindow == 0 {
+		cfg.LongWindow = 600
+	}
+	if cfg.Smoothing == 0 {
+		cfg.Smoothing = 0.2
+	}
+	if cfg.QueueSize == nil {
+		cfg.QueueSize = queue4
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = 0.9
+	}
+	if cfg.MaxDrift == 0 {
+		cfg.MaxDrift = 1.2
+	}
+	cfg.Probe.defaults()
+}
+
+func (cfg Gradient2Config) validate() error {
+	if err := checkBounds(cfg.MinLimit, cfg.MaxLimit, cfg.InitialLimit); err != nil {
+		return err
+	}
+	if !(cfg.Tolerance >= 1) || math.IsInf(cfg.Tolerance, 0) {
+		return badConfig("Tolerance", "must be a finite number ≥ 1, got "+ftoa(cfg.Tolerance))
+	}
+	if cfg.LongWindow < 1 {
+		return badConfig("LongWindow", "must be at least 1 sample")
+	}
+	if err := checkFraction("Smoothing", cfg.Smoothing, true); err != nil {
+		return err
+	}
+	if err := checkFraction("Backoff", cfg.Backoff, false); err != nil {
+		return err
+	}
+	if !(cfg.MaxDrift >= 1) || math.IsInf(cfg.MaxDrift, 0) {
+		return badConfig("MaxDrift", "must be a finite number ≥ 1, got "+ftoa(cfg.MaxDrift))
+	}
+	return cfg.Probe.validate()
+}
+
+// Gradient2 compares the short-term RTT (the sample) with a long-term RTT
+// average, after the idea of Netflix concurrency-limits' Gradient2Limit
+// (Netflix, 2018; our own code). Not safe for concurrent use.
+type Gradient2 struct {
+	cfg     Gradient2Config // immutable after NewGradient2
+	limit   float64
+	longRTT float64 // EWMA; 0 before the first sample
+	n       int     // samples averaged so far, up to LongWindow (warm-up)
+	gate    backoffGate
+	nl      noLoad
+}
+
+// NewGradient2 returns a Gradient2 limit, or an error naming the bad field.
+func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	g := &Gradient2{cfg: cfg, limit: float64(cfg.InitialLimit)}
+	g.nl.init(cfg.Probe)
+	return g, nil
+}
+
+// Update feeds one sample. A dropped sample multiplies the limit by Backoff
+// (Netflix's Gradient2Limit ignores drops and climbs under steady
+// timeouts). Otherwise the long-term RTT is updated (EWMA over LongWindow
+// samples; when it is over twice the sample it decays by 5% a sample so
+// that a recovery is followed quickly); growth is skipped while fewer than
+// half the limit are in flight; gradient = clamp(Tolerance × long ÷ RTT,
+// 0.5, 1), newLimit = limit × gradient + QueueSize(limit), and the limit
+// moves by Smoothing towards newLimit, within [MinLimit, MaxLimit].
+func (g *Gradient2) Update(s Sample) int {
+	if !validRTT(s) {
+		return g.Limit()
+	}
+	lo, hi := float64(g.cfg.MinLimit), float64(g.cfg.MaxLimit)
+	probing := g.nl.observe(s.Now, s.RTT, g.limit, s.Dropped)
+	if s.Dropped {
+		if g.gate.allow(s) {
+			g.limit = math.Max(lo, g.limit*g.cfg.Backoff)
+		}
+		return g.Limit()
+	}
+	if g.n < g.cfg.LongWindow {
+		g.n++
+	}
+	g.longRTT += (s.RTT - g.longRTT) / float64(g.n)
+	if g.longRTT > 2*s.RTT {
+		g.longRTT *= 0.95
+	}
+	g.longRTT = math.Min(g.longRTT, g.cfg.MaxDrift*g.nl.rtt)
+	if probing || 2*s.InFlight < int(g.limit) {
+		return g.Limit()
+	}
+	grad := clamp(g.cfg.Tolerance*g.longRTT/s.RTT, 0.5, 1)
+	newLimit := float64(g.limit*grad) + g.cfg.QueueSize(g.limit)
+	a := g.cfg.Smoothing / math.Max(1, g.limit) // per round trip, not per sample
+	g.limit = clamp(float64(g.limit*(1-a))+float64(newLimit*a), lo, hi)
+	return g.Limit()
+}
+
+// Limit returns the current limit (floor of the internal value).
+func (g *Gradient2) Limit() int { return g.nl.cap(g.limit, g.cfg.MinLimit) }
