@@ -1,0 +1,273 @@
+package limit
+
+import (
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/spillwayhq/spillway/shed"
+)
+
+// DefaultShares are the class shares a LimiterConfig with nil Shares uses:
+// Critical may fill the whole limit, Default 90% of it, Sheddable half.
+// Under overload Sheddable is refused first (once half the limit is in
+// flight), then Default, and the last 10% of the places are Critical's.
+var DefaultShares = [3]float64{1.0, 0.9, 0.5}
+
+// LimiterConfig configures a Limiter. The zero value uses DefaultShares.
+type LimiterConfig struct {
+	// Shares holds, per class (shed.Critical first), the share of the
+	// algorithm's limit that class may fill: a request of class c is
+	// admitted while the requests in flight, over all classes, are fewer
+	// than floor(Shares[c] × limit), and at least 1 for the first class so
+	// the server never refuses everything. Each share is in (0, 1] and no
+	// share exceeds the one before it, so a less important class is always
+	// refused first. len(Shares) is the number of classes, 1 to
+	// shed.MaxClasses; a class beyond them is treated as the last one.
+	// nil means DefaultShares (critical 1.0, default 0.9, sheddable 0.5).
+	Shares []float64
+}
+
+// Outcome is how an admitted request ended, reported with Ticket.Done.
+type Outcome uint8
+
+const (
+	// Success: the request was served; its RTT is fed to the algorithm.
+	Success Outcome = iota
+	// Dropped: the request failed by overload (a timeout, a rejection or
+	// error downstream the caller counts as overload); the algorithm gets a
+	// sample with Dropped set and shrinks its limit.
+	Dropped
+	// Ignore: the request says nothing about the server's capacity (the
+	// client cancelled, a validation error); its place is released and no
+	// sample is fed. An Outcome value not listed here is treated as Ignore.
+	Ignore
+)
+
+// String returns "success", "dropped", "ignore", or "outcome N".
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Dropped:
+		return "dropped"
+	case Ignore:
+		return "ignore"
+	}
+	return "outcome " + strconv.Itoa(int(o))
+}
+
+// classCounter is one class's counters, padded to its own cache line so
+// classes admitted on different cores do not contend.
+type classCounter struct {
+	admitted atomic.Uint64
+	rejected atomic.Uint64
+	_        [48]byte
+}
+
+// Limiter enforces an Algorithm's concurrency limit with criticality
+// classes. Acquire admits a request while fewer than its class's share of
+// the limit are in flight and refuses it at once otherwise (no waiting, no
+// queue); the admitted request's Ticket.Done releases its place and feeds
+// its outcome to the algorithm as a Sample (Now = the Done instant,
+// RTT = Done instant − Acquire instant, InFlight = the count in flight just
+// after its admission, itself included).
+//
+// A Limiter is safe for concurrent use by any number of goroutines.
+// Admission is lock-free (a shed.ClassLimiter: one atomic counter changed by
+// compare-and-swap, so the in-flight count never exceeds the limit of the
+// most permissive class). The algorithm is not safe for concurrent use, so
+// Done calls its Update under one mutex, mu; when Update returns a limit
+// different from the one applied, the class limits are recomputed and
+// published with ClassLimiter.SetLimits under the same mutex, so limits are
+// applied in the order the algorithm produced them. Acquire never takes the
+// lock. The Algorithm must not be used by anything else once given to
+// NewLimiter. Neither Acquire nor Done allocates.
+type Limiter struct {
+	cl      *shed.ClassLimiter // immutable pointer; safe for concurrent use
+	shares  [shed.MaxClasses]float64
+	classes int // immutable: len(shares in use)
+
+	counts [shed.MaxClasses]classCounter
+
+	limit atomic.Int64 // the limit last applied, for Limit()
+
+	mu      sync.Mutex
+	alg     Algorithm            // guarded by mu
+	applied int                  // guarded by mu: the limit the class limits were computed from
+	scratch [shed.MaxClasses]int // guarded by mu: class limits handed to SetLimits
+}
+
+// NewLimiter returns a Limiter enforcing alg's limit with cfg's classes, or
+// a *ConfigError naming the bad field (wrapping ErrConfig). alg must not be
+// nil and must not be used elsewhere afterwards.
+func NewLimiter(alg Algorithm, cfg LimiterConfig) (*Limiter, error) {
+	if alg == nil {
+		return nil, badConfig("alg", "must not be nil")
+	}
+	shares := cfg.Shares
+	if shares == nil {
+		shares = DefaultShares[:]
+	}
+	if len(shares) == 0 || len(shares) > shed.MaxClasses {
+		return nil, badConfig("Shares", "need 1 to "+strconv.Itoa(shed.MaxClasses)+" classes, got "+strconv.Itoa(len(shares)))
+	}
+	l := &Limiter{alg: alg, classes: len(shares)}
+	for c, s := range shares {
+		field := "Shares[" + strconv.Itoa(c) + "]"
+		if math.IsNaN(s) || s <= 0 || s > 1 {
+			return nil, badConfig(field, "must be in (0, 1], got "+ftoa(s))
+		}
+		if c > 0 && s > shares[c-1] {
+			return nil, badConfig(field, "must not exceed the share of the more important class before it")
+		}
+		l.shares[c] = s
+	}
+	n := alg.Limit()
+	l.fillLocked(n) // not yet shared: no lock needed
+	cl, err := shed.NewClassLimiter(shed.ClassConfig{Limits: l.scratch[:l.classes]})
+	if err != nil { // cannot happen: fillLocked keeps the shed rules
+		return nil, badConfig("Shares", err.Error())
+	}
+	l.cl = cl
+	l.applied = n
+	l.limit.Store(int64(n))
+	return l, nil
+}
+
+// fillLocked computes the class limits for limit n into l.scratch.
+// Caller holds l.mu (or owns l exclusively).
+func (l *Limiter) fillLocked(n int) {
+	if n < 1 {
+		n = 1
+	}
+	for c := 0; c < l.classes; c++ {
+		v := int(math.Floor(l.shares[c] * float64(n)))
+		if c == 0 && v < 1 {
+			v = 1
+		}
+		l.scratch[c] = v
+	}
+}
+
+// applyLocked publishes the class limits for limit n. Caller holds l.mu.
+func (l *Limiter) applyLocked(n int) {
+	l.fillLocked(n)
+	// SetLimits cannot fail: same number of classes, limits ≥ 0 and
+	// non-increasing because the shares are.
+	_ = l.cl.SetLimits(l.scratch[:l.classes])
+	l.applied = n
+	l.limit.Store(int64(n))
+}
+
+// class maps c onto a configured class, as the ClassLimiter does.
+func (l *Limiter) class(c shed.Class) shed.Class {
+	if int(c) >= l.classes {
+		return shed.Class(l.classes - 1)
+	}
+	return c
+}
+
+// Acquire admits a request of class c started at now (seconds on the
+// monotonic timeline used for Done) if fewer than its class's share of the
+// limit are in flight. On admission it returns the request's Ticket and
+// true; the caller must call Done on it exactly when the request ends (more
+// calls do nothing). Otherwise it returns the zero Ticket and false at once:
+// the request should be rejected (HTTP 503, gRPC RESOURCE_EXHAUSTED), not
+// queued. A class beyond the configured ones counts as the last one.
+// Acquire takes no lock and does not allocate.
+func (l *Limiter) Acquire(now float64, c shed.Class) (t Ticket, ok bool) {
+	c = l.class(c)
+	// Filled in place with a bare return: a Ticket holds atomics and must
+	// not be copied (vet's copylocks).
+	if t.tok, ok = l.cl.Admit(c); !ok {
+		l.counts[c].rejected.Add(1)
+		return
+	}
+	l.counts[c].admitted.Add(1)
+	t.l, t.start, t.inFlight = l, now, l.cl.InFlight()
+	return
+}
+
+// Limit returns the algorithm's limit as last applied: the most permissive
+// class (with share 1) is admitted while fewer than this are in flight.
+func (l *Limiter) Limit() int { return int(l.limit.Load()) }
+
+// InFlight returns the number of admitted requests whose Done has not been
+// called.
+func (l *Limiter) InFlight() int { return l.cl.InFlight() }
+
+// Classes returns the number of configured classes.
+func (l *Limiter) Classes() int { return l.classes }
+
+// ClassLimit returns the in-flight limit currently applied to class c:
+// floor(share × Limit()), at least 1 for the first class.
+func (l *Limiter) ClassLimit(c shed.Class) int { return l.cl.Limit(c) }
+
+// ClassCounts are a class's counters since the Limiter was created.
+type ClassCounts struct {
+	Admitted uint64 // requests Acquire admitted
+	Rejected uint64 // requests Acquire refused
+}
+
+// Counts returns class c's counters, for metrics. A class beyond the
+// configured ones reports the last class (whose counters it adds to). The
+// two numbers are read one after the other, not as one snapshot.
+func (l *Limiter) Counts(c shed.Class) ClassCounts {
+	k := &l.counts[l.class(c)]
+	return ClassCounts{Admitted: k.admitted.Load(), Rejected: k.rejected.Load()}
+}
+
+// done releases t's place and feeds the sample; t has just been marked done.
+func (l *Limiter) done(t *Ticket, now float64, o Outcome) {
+	t.tok.Release()
+	if o != Success && o != Dropped {
+		return
+	}
+	s := Sample{Now: now, RTT: now - t.start, InFlight: t.inFlight, Dropped: o == Dropped}
+	l.mu.Lock()
+	if n := l.alg.Update(s); n != l.applied {
+		l.applyLocked(n)
+	}
+	l.mu.Unlock()
+}
+
+// Ticket is an admitted request's place in a Limiter. Done ends it; Done is
+// idempotent — the second and later calls do nothing, even when made
+// concurrently — so a timeout path and a completion path may both call it:
+// the place is released once and the algorithm sampled once.
+//
+// A Ticket must not be copied after Acquire returns it (go vet reports
+// copies): each copy would carry its own "done" flag and could release the
+// place and feed a sample again. Keep it in a variable or struct field and
+// pass a *Ticket around. The zero Ticket (a refusal) does nothing on Done.
+type Ticket struct {
+	tok      shed.Token
+	l        *Limiter
+	start    float64
+	inFlight int
+	done     atomic.Bool
+}
+
+// Done reports how the request ended, at now (seconds, same timeline as
+// Acquire's now): it releases the place and, for Success and Dropped, feeds
+// the algorithm a sample (taking the Limiter's mutex). Only the first call
+// has an effect. Done does not allocate.
+func (t *Ticket) Done(now float64, o Outcome) {
+	if t.l == nil || !t.done.CompareAndSwap(false, true) {
+		return
+	}
+	t.l.done(t, now, o)
+}
+
+// Admitted reports whether the ticket holds (or held) a place: false for the
+// zero Ticket returned with a refusal.
+func (t *Ticket) Admitted() bool { return t.l != nil }
+
+// Class returns the class the request was admitted as (after mapping an
+// unconfigured class onto the last configured one).
+func (t *Ticket) Class() shed.Class { return t.tok.Class() }
+
+// Start returns the instant passed to Acquire.
+func (t *Ticket) Start() float64 { return t.start }
