@@ -18,7 +18,7 @@ import (
 // Scenario is one experiment.
 type Scenario struct {
 	Name    string // command-line name, e.g. "codel"
-	Ref     string // stem of the reference experiment, e.g. "codel_vs_taildrop"
+	Ref     string // stem of the reference experiment, e.g. "codel_vs_taildrop"; "" = no reference experiment (Spillway's own: no golden output to compare)
 	Summary string // one line for the scenario list
 	Chart   bool   // the report carries a chart, so --svg is offered
 	// Bind declares the scenario's flags on f, with the reference constants as
@@ -70,6 +70,7 @@ func Scenarios() []Scenario {
 		limiterMemory,
 		sharedCounterRace,
 		circuitBreaker,
+		adaptive,
 	}
 }
 

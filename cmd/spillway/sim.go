@@ -102,7 +102,11 @@ func simAll(args []string, stdout, stderr io.Writer) int {
 			if i > 0 {
 				io.WriteString(stdout, "\n")
 			}
-			fmt.Fprintf(stdout, "=== %s (reference: %s.out)\n", sc.Name, sc.Ref)
+			if sc.Ref == "" {
+				fmt.Fprintf(stdout, "=== %s\n", sc.Name)
+			} else {
+				fmt.Fprintf(stdout, "=== %s (reference: %s.out)\n", sc.Name, sc.Ref)
+			}
 			io.WriteString(stdout, rep.Text.String())
 		}
 	}
