@@ -99,18 +99,14 @@ func (g *Gradient) Update(s Sample) int {
 		return g.Limit()
 	}
 	probing := g.nl.observe(s.Now, s.RTT, g.limit, s.Dropped)
-	lo, hi := float64(g.cfg.MinLimit), float64(g.cfg.MaxLimit)
 	switch {
 	case s.Dropped:
-		if g.gate.allow(s) {
-			g.limit = math.Max(lo, g.limit*g.cfg.Backoff)
-		}
+		g.limit = backOff(g.limit, s, &g.gate, g.cfg.Backoff, g.cfg.MinLimit)
 	case probing:
 	default:
 		grad := clamp(g.nl.rtt/s.RTT, g.cfg.MinGradient, 1)
 		newLimit := float64(g.limit*grad) + g.cfg.QueueSize(g.limit)
-		a := g.cfg.Smoothing / math.Max(1, g.limit)
-		g.limit = clamp(float64(g.limit*(1-a))+float64(newLimit*a), lo, hi)
+		g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
 	}
 	return g.Limit()
 }

@@ -125,12 +125,9 @@ func (g *Gradient2) Update(s Sample) int {
 	if !validRTT(s) {
 		return g.Limit()
 	}
-	lo, hi := float64(g.cfg.MinLimit), float64(g.cfg.MaxLimit)
 	probing := g.nl.observe(s.Now, s.RTT, g.limit, s.Dropped)
 	if s.Dropped {
-		if g.gate.allow(s) {
-			g.limit = math.Max(lo, g.limit*g.cfg.Backoff)
-		}
+		g.limit = backOff(g.limit, s, &g.gate, g.cfg.Backoff, g.cfg.MinLimit)
 		return g.Limit()
 	}
 	if g.n < g.cfg.LongWindow {
@@ -146,8 +143,7 @@ func (g *Gradient2) Update(s Sample) int {
 	}
 	grad := clamp(g.cfg.Tolerance*g.longRTT/s.RTT, 0.5, 1)
 	newLimit := float64(g.limit*grad) + g.cfg.QueueSize(g.limit)
-	a := g.cfg.Smoothing / math.Max(1, g.limit) // per round trip, not per sample
-	g.limit = clamp(float64(g.limit*(1-a))+float64(newLimit*a), lo, hi)
+	g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
 	return g.Limit()
 }
 

@@ -102,6 +102,26 @@ func validRTT(s Sample) bool {
 }
 
 // clamp bounds v to [lo, hi].
+// backOff is the limit after a dropped sample s: limit × backoff, at least
+// min, but only once per round trip (the gate lets through one cut per
+// round trip, as TCP does; otherwise the limit is unchanged).
+func backOff(limit float64, s Sample, gate *backoffGate, backoff float64, min int) float64 {
+	if !gate.allow(s) {
+		return limit
+	}
+	return math.Max(float64(min), limit*backoff)
+}
+
+// smoothTowards moves limit towards target by smoothing ÷ limit of the way,
+// within [min, max]. The step is per round trip, not per sample: the
+// roughly limit samples of one round trip together move it by about
+// smoothing, where a per-sample step would swing from max to min within one
+// round trip on a busy server.
+func smoothTowards(limit, target, smoothing float64, min, max int) float64 {
+	a := smoothing / math.Max(1, limit)
+	return clamp(float64(limit*(1-a))+float64(target*a), float64(min), float64(max))
+}
+
 func clamp(v, lo, hi float64) float64 {
 	if v < lo {
 		return lo

@@ -104,9 +104,7 @@ func (v *Vegas) Update(s Sample) int {
 	}
 	probing := v.nl.observe(s.Now, s.RTT, v.limit, s.Dropped)
 	if s.Dropped {
-		if v.gate.allow(s) {
-			v.limit = math.Max(float64(v.cfg.MinLimit), v.limit*v.cfg.Backoff)
-		}
+		v.limit = backOff(v.limit, s, &v.gate, v.cfg.Backoff, v.cfg.MinLimit)
 		return v.Limit()
 	}
 	if probing {
@@ -126,8 +124,7 @@ func (v *Vegas) Update(s Sample) int {
 	case queue > v.cfg.Beta*t:
 		newLimit = l - t
 	}
-	a := v.cfg.Smoothing / math.Max(1, l) // per round trip, not per sample
-	v.limit = clamp(float64(l*(1-a))+float64(newLimit*a), float64(v.cfg.MinLimit), float64(v.cfg.MaxLimit))
+	v.limit = smoothTowards(l, newLimit, v.cfg.Smoothing, v.cfg.MinLimit, v.cfg.MaxLimit)
 	return v.Limit()
 }
 
