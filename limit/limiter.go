@@ -27,6 +27,13 @@ type LimiterConfig struct {
 	// shed.MaxClasses; a class beyond them is treated as the last one.
 	// nil means DefaultShares (critical 1.0, default 0.9, sheddable 0.5).
 	Shares []float64
+
+	// Queue configures the wait queue for requests that find their class's
+	// share full; the zero value refuses them at once.
+	Queue QueueConfig
+
+	// Fairness configures per-client fairness; the zero value is off.
+	Fairness FairnessConfig
 }
 
 // Outcome is how an admitted request ended, reported with Ticket.Done.
@@ -62,8 +69,9 @@ func (o Outcome) String() string {
 // classes admitted on different cores do not contend.
 type classCounter struct {
 	admitted atomic.Uint64
-	rejected atomic.Uint64
-	_        [48]byte
+	queued   atomic.Uint64
+	rejects  [NumReasons]atomic.Uint64
+	_        [64 - (2+NumReasons)*8%64]byte
 }
 
 // Limiter enforces an Algorithm's concurrency limit with criticality
@@ -97,6 +105,25 @@ type Limiter struct {
 	alg     Algorithm            // guarded by mu
 	applied int                  // guarded by mu: the limit the class limits were computed from
 	scratch [shed.MaxClasses]int // guarded by mu: class limits handed to SetLimits
+	srtt    float64              // guarded by mu: smoothed RTT of successes
+
+	srttBits atomic.Uint64 // srtt, for lock-free readers
+	qcap     atomic.Int64  // per-class queue bound K (0 without a queue)
+
+	// The wait queue (see QueueConfig); unused with Reject.
+	qcfg      QueueConfig // immutable
+	qmu       sync.Mutex
+	queues    [shed.MaxClasses]*shed.Queue[*Waiter] // guarded by qmu
+	codels    [shed.MaxClasses]*shed.CoDel          // guarded by qmu; nil unless CoDel
+	queued    atomic.Int64                          // entries in all queues, cancelled ones included
+	abandoned atomic.Int64                          // cancelled entries not yet removed
+	waitBits  atomic.Uint64                         // moving average of granted waiters' waits
+
+	// Fairness (see FairnessConfig); fair is nil when off.
+	fcfg     FairnessConfig // immutable
+	fair     []atomic.Int64 // places in flight per client slot
+	fairMask uint64
+	active   atomic.Int64 // slots holding places
 }
 
 // NewLimiter returns a Limiter enforcing alg's limit with cfg's classes, or
@@ -113,7 +140,18 @@ func NewLimiter(alg Algorithm, cfg LimiterConfig) (*Limiter, error) {
 	if len(shares) == 0 || len(shares) > shed.MaxClasses {
 		return nil, badConfig("Shares", "need 1 to "+strconv.Itoa(shed.MaxClasses)+" classes, got "+strconv.Itoa(len(shares)))
 	}
-	l := &Limiter{alg: alg, classes: len(shares)}
+	q, f := cfg.Queue, cfg.Fairness
+	if q.Discipline != Reject {
+		q.defaults()
+	}
+	f.defaults()
+	if err := q.validate(); err != nil {
+		return nil, err
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	l := &Limiter{alg: alg, classes: len(shares), qcfg: q, fcfg: f}
 	for c, s := range shares {
 		field := "Shares[" + strconv.Itoa(c) + "]"
 		if math.IsNaN(s) || s <= 0 || s > 1 {
@@ -133,6 +171,33 @@ func NewLimiter(alg Algorithm, cfg LimiterConfig) (*Limiter, error) {
 	l.cl = cl
 	l.applied = n
 	l.limit.Store(int64(n))
+	if q.Discipline != Reject {
+		qc := shed.QueueConfig{Capacity: q.MaxQueue, Order: shed.FIFO, MaxWait: q.MaxWait}
+		if q.Discipline == AdaptiveLIFO {
+			qc.Order, qc.StandingWait = shed.AdaptiveLIFO, q.StandingWait
+		}
+		for c := 0; c < l.classes; c++ {
+			if l.queues[c], err = shed.NewQueue[*Waiter](qc); err != nil {
+				return nil, badConfig("Queue", err.Error())
+			}
+			if q.Discipline == CoDel {
+				cd, err := shed.NewCoDel(shed.CoDelConfig{Target: q.Target, Interval: q.Interval, Law: shed.RFC8289})
+				if err != nil {
+					return nil, badConfig("Queue", err.Error())
+				}
+				l.codels[c] = cd
+			}
+		}
+		l.qcap.Store(int64(q.MaxQueue))
+	}
+	if f.Slots > 0 {
+		slots := 1
+		for slots < f.Slots {
+			slots <<= 1
+		}
+		l.fair = make([]atomic.Int64, slots)
+		l.fairMask = uint64(slots - 1)
+	}
 	return l, nil
 }
 
@@ -174,20 +239,60 @@ func (l *Limiter) class(c shed.Class) shed.Class {
 // limit are in flight. On admission it returns the request's Ticket and
 // true; the caller must call Done on it exactly when the request ends (more
 // calls do nothing). Otherwise it returns the zero Ticket and false at once:
-// the request should be rejected (HTTP 503, gRPC RESOURCE_EXHAUSTED), not
-// queued. A class beyond the configured ones counts as the last one.
-// Acquire takes no lock and does not allocate.
+// the request should be rejected (HTTP 503, gRPC RESOURCE_EXHAUSTED), or
+// queued with Enqueue. A class beyond the configured ones counts as the
+// last one. Acquire takes no lock and does not allocate. It is Admit with a
+// Request of class c, cost 1, no client and no deadline.
 func (l *Limiter) Acquire(now float64, c shed.Class) (t Ticket, ok bool) {
-	c = l.class(c)
 	// Filled in place with a bare return: a Ticket holds atomics and must
 	// not be copied (vet's copylocks).
-	if t.tok, ok = l.cl.Admit(c); !ok {
-		l.counts[c].rejected.Add(1)
+	c = l.class(c)
+	if ok = l.admitInto(&t, now, c, 1, 0); !ok {
+		l.refuse(c, ReasonLimit)
 		return
 	}
 	l.counts[c].admitted.Add(1)
-	t.l, t.start, t.inFlight = l, now, l.cl.InFlight()
 	return
+}
+
+// Admit is Acquire for a full Request: its cost, its client (fairness) and
+// its deadline. It returns the Ticket and Admitted, or the zero Ticket and
+// why the request was refused: ReasonDeadline (the deadline has passed),
+// ReasonFairness (the client holds its fair share under pressure) or
+// ReasonLimit (no room: refuse it, or queue it with Enqueue). Admit takes
+// no lock and does not allocate.
+func (l *Limiter) Admit(now float64, r Request) (t Ticket, why Reason) {
+	c := l.class(r.Class)
+	switch {
+	case r.Deadline > 0 && now >= r.Deadline:
+		why = ReasonDeadline
+	case !l.fairOK(c, r.cost(), r.Client):
+		why = ReasonFairness
+	case !l.admitInto(&t, now, c, r.cost(), r.Client):
+		why = ReasonLimit
+	default:
+		l.counts[c].admitted.Add(1)
+		return
+	}
+	l.refuse(c, why)
+	return
+}
+
+// admitInto takes cost places of class c for client into t if they fit.
+func (l *Limiter) admitInto(t *Ticket, now float64, c shed.Class, cost int, client uint64) bool {
+	var ok bool
+	if t.tok, ok = l.cl.AdmitN(c, cost); !ok {
+		return false
+	}
+	t.slot = -1
+	if l.fair != nil && client != 0 {
+		t.slot = int64(client & l.fairMask)
+		if l.fair[t.slot].Add(int64(cost)) == int64(cost) {
+			l.active.Add(1)
+		}
+	}
+	t.l, t.start, t.inFlight = l, now, l.cl.InFlight()
+	return true
 }
 
 // Limit returns the algorithm's limit as last applied: the most permissive
@@ -207,30 +312,72 @@ func (l *Limiter) ClassLimit(c shed.Class) int { return l.cl.Limit(c) }
 
 // ClassCounts are a class's counters since the Limiter was created.
 type ClassCounts struct {
-	Admitted uint64 // requests Acquire admitted
-	Rejected uint64 // requests Acquire refused
+	Admitted uint64 // requests given a place, at once or from the queue
+	Queued   uint64 // requests that entered the wait queue
+	Rejected uint64 // requests refused, for any reason (the sum of Rejects)
+	// Rejects counts refusals by Reason (index Admitted stays 0).
+	Rejects [NumReasons]uint64
 }
 
 // Counts returns class c's counters, for metrics. A class beyond the
 // configured ones reports the last class (whose counters it adds to). The
-// two numbers are read one after the other, not as one snapshot.
+// numbers are read one after the other, not as one snapshot.
 func (l *Limiter) Counts(c shed.Class) ClassCounts {
 	k := &l.counts[l.class(c)]
-	return ClassCounts{Admitted: k.admitted.Load(), Rejected: k.rejected.Load()}
+	cc := ClassCounts{Admitted: k.admitted.Load(), Queued: k.queued.Load()}
+	for r := range cc.Rejects {
+		cc.Rejects[r] = k.rejects[r].Load()
+		cc.Rejected += cc.Rejects[r]
+	}
+	return cc
 }
 
-// done releases t's place and feeds the sample; t has just been marked done.
-func (l *Limiter) done(t *Ticket, now float64, o Outcome) {
+// release gives t's places back: the limiter's and its client slot's.
+func (l *Limiter) release(t *Ticket) {
+	cost := int64(t.tok.Cost())
 	t.tok.Release()
-	if o != Success && o != Dropped {
-		return
+	if t.slot >= 0 && l.fair[t.slot].Add(-cost) == 0 {
+		l.active.Add(-1)
 	}
-	s := Sample{Now: now, RTT: now - t.start, InFlight: t.inFlight, Dropped: o == Dropped}
-	l.mu.Lock()
-	if n := l.alg.Update(s); n != l.applied {
-		l.applyLocked(n)
+}
+
+// done releases t's place, feeds the sample and hands free places to
+// waiters; t has just been marked done.
+func (l *Limiter) done(t *Ticket, now float64, o Outcome) {
+	l.release(t)
+	if o == Success || o == Dropped {
+		rtt := now - t.start
+		s := Sample{Now: now, RTT: rtt, InFlight: t.inFlight, Dropped: o == Dropped}
+		l.mu.Lock()
+		if n := l.alg.Update(s); n != l.applied {
+			l.applyLocked(n)
+		}
+		if o == Success && validRTT(s) {
+			l.observeRTTLocked(rtt)
+		}
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
+	if l.queued.Load() > 0 {
+		l.qmu.Lock()
+		l.dispatchLocked(now)
+		l.qmu.Unlock()
+	}
+}
+
+// observeRTTLocked folds a successful request's RTT into the smoothed RTT
+// (weight 1/8, as TCP's SRTT) and resizes the queue bound K. Caller holds
+// l.mu.
+func (l *Limiter) observeRTTLocked(rtt float64) {
+	if l.srtt == 0 {
+		l.srtt = rtt
+	} else {
+		l.srtt = float64(0.875*l.srtt) + float64(0.125*rtt)
+	}
+	l.srttBits.Store(math.Float64bits(l.srtt))
+	if l.Queueing() {
+		k := math.Ceil(float64(l.applied) / l.srtt * l.qcfg.MaxWait)
+		l.qcap.Store(int64(clamp(k, 1, float64(l.qcfg.MaxQueue))))
+	}
 }
 
 // Ticket is an admitted request's place in a Limiter. Done ends it; Done is
@@ -247,6 +394,7 @@ type Ticket struct {
 	l        *Limiter
 	start    float64
 	inFlight int
+	slot     int64 // fairness slot, -1 for none
 	done     atomic.Bool
 }
 
@@ -259,6 +407,15 @@ func (t *Ticket) Done(now float64, o Outcome) {
 		return
 	}
 	t.l.done(t, now, o)
+}
+
+// unwind gives back a place just granted to a waiter that will not use it:
+// no sample, no dispatch (the caller is dispatching).
+func (t *Ticket) unwind() {
+	if t.l == nil || !t.done.CompareAndSwap(false, true) {
+		return
+	}
+	t.l.release(t)
 }
 
 // Admitted reports whether the ticket holds (or held) a place: false for the

@@ -110,9 +110,9 @@ func TestLimiterSteps(t *testing.T) {
 		{now: 0.19, done: true, slot: 2, inFlight: 2},           // refused ticket: no effect
 	})
 	want := map[shed.Class]limit.ClassCounts{
-		shed.Critical:  {Admitted: 2, Rejected: 1},
-		shed.Default:   {Admitted: 2, Rejected: 2},
-		shed.Sheddable: {Admitted: 3, Rejected: 4}, // slots 2, 7, 11, 13
+		shed.Critical:  {Admitted: 2, Rejected: 1, Rejects: reasons(limit.ReasonLimit, 1)},
+		shed.Default:   {Admitted: 2, Rejected: 2, Rejects: reasons(limit.ReasonLimit, 2)},
+		shed.Sheddable: {Admitted: 3, Rejected: 4, Rejects: reasons(limit.ReasonLimit, 4)}, // slots 2, 7, 11, 13
 	}
 	for c, w := range want {
 		if got := l.Counts(c); got != w {
@@ -484,14 +484,15 @@ func ExampleLimiter() {
 	prefetch.Done(0.021, limit.Dropped) // a second Done does nothing
 	checkout.Done(0.030, limit.Ignore)  // e.g. the client went away
 	fmt.Println("in flight:", l.InFlight())
-	fmt.Printf("sheddable %+v\n", l.Counts(shed.Sheddable))
+	k := l.Counts(shed.Sheddable)
+	fmt.Printf("sheddable admitted %d, rejected %d\n", k.Admitted, k.Rejected)
 	// Output:
 	// sheddable: true
 	// sheddable: false
 	// critical: true
 	// critical: false
 	// in flight: 0
-	// sheddable {Admitted:1 Rejected:1}
+	// sheddable admitted 1, rejected 1
 }
 
 func BenchmarkLimiterAcquireDone(b *testing.B) {
@@ -552,4 +553,10 @@ func BenchmarkLimiterAcquireDoneParallel(b *testing.B) {
 			tk.Done(now, limit.Success)
 		}
 	})
+}
+
+// reasons returns a Rejects array with n refusals for r.
+func reasons(r limit.Reason, n uint64) (a [limit.NumReasons]uint64) {
+	a[r] = n
+	return a
 }

@@ -131,17 +131,31 @@ func (l *ClassLimiter) class(c Class) Class {
 // request is finished, whatever the outcome. When the request is refused, ok
 // is false and the zero Token is returned (releasing it does nothing).
 // A class beyond the configured ones is treated as the last configured class.
-// Admit does not allocate.
+// Admit does not allocate. It is AdmitN(c, 1).
 func (l *ClassLimiter) Admit(c Class) (tok Token, ok bool) {
+	return l.AdmitN(c, 1)
+}
+
+// AdmitN admits a request of class c that costs n places (n < 1 counts as
+// 1): it is admitted when the count in flight plus n stays within its
+// class's limit, or when nothing at all is in flight, so a request costing
+// more than the whole limit still runs, alone, when the server is idle
+// rather than never. Its Token gives all n places back on Release.
+// AdmitN does not allocate.
+func (l *ClassLimiter) AdmitN(c Class, n int) (tok Token, ok bool) {
 	c = l.class(c)
+	cost := int64(1)
+	if n > 1 {
+		cost = int64(n)
+	}
 	limit := l.limits[c].Load()
 	for {
-		n := l.inFlight.Load()
-		if n >= limit {
+		cur := l.inFlight.Load()
+		if cur >= limit || (cur > limit-cost && cur != 0) {
 			return Token{}, false
 		}
-		if l.inFlight.CompareAndSwap(n, n+1) {
-			return Token{l: l, class: c}, true
+		if l.inFlight.CompareAndSwap(cur, cur+cost) {
+			return Token{l: l, class: c, cost: cost}, true
 		}
 	}
 }
@@ -189,6 +203,7 @@ func (l *ClassLimiter) SetLimits(limits []int) error {
 type Token struct {
 	l        *ClassLimiter
 	class    Class
+	cost     int64 // places held, ≥ 1
 	released atomic.Bool
 }
 
@@ -198,7 +213,7 @@ func (t *Token) Release() {
 	if t.l == nil || !t.released.CompareAndSwap(false, true) {
 		return
 	}
-	t.l.inFlight.Add(-1)
+	t.l.inFlight.Add(-t.cost)
 }
 
 // Admitted reports whether the token holds (or held) a place: false for the
@@ -208,3 +223,7 @@ func (t *Token) Admitted() bool { return t.l != nil }
 // Class returns the class the request was admitted as (after mapping an
 // unconfigured class onto the last configured one).
 func (t *Token) Class() Class { return t.class }
+
+// Cost returns the number of places the token holds: 1 from Admit, n from
+// AdmitN, 0 for the zero Token.
+func (t *Token) Cost() int { return int(t.cost) }

@@ -272,3 +272,45 @@ func TestClassString(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmitN(t *testing.T) {
+	l, err := NewClassLimiter(ClassConfig{Limits: []int{5, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := l.AdmitN(Critical, 3)
+	if !ok || l.InFlight() != 3 || a.Cost() != 3 {
+		t.Fatalf("AdmitN(3): ok %v, in flight %d, cost %d", ok, l.InFlight(), a.Cost())
+	}
+	if _, ok := l.AdmitN(Default, 1); ok {
+		t.Fatal("class limit 3 with 3 in flight admitted one more")
+	}
+	if _, ok := l.AdmitN(Critical, 3); ok {
+		t.Fatal("3 + 3 > 5 admitted")
+	}
+	b, ok := l.AdmitN(Critical, 2)
+	if !ok || l.InFlight() != 5 {
+		t.Fatalf("3 + 2 = 5 refused (ok %v, in flight %d)", ok, l.InFlight())
+	}
+	a.Release()
+	a.Release()
+	b.Release()
+	if l.InFlight() != 0 {
+		t.Fatalf("in flight %d after releases, want 0", l.InFlight())
+	}
+	big, ok := l.AdmitN(Default, 9)
+	if !ok || l.InFlight() != 9 {
+		t.Fatalf("oversize on an idle limiter: ok %v in flight %d, want it admitted alone", ok, l.InFlight())
+	}
+	if _, ok := l.Admit(Critical); ok {
+		t.Fatal("admitted beside an oversize request")
+	}
+	big.Release()
+	if z, ok := l.AdmitN(Critical, 0); !ok || z.Cost() != 1 {
+		t.Fatalf("AdmitN(0) = cost %d ok %v, want cost 1", z.Cost(), ok)
+	}
+	zero, _ := NewClassLimiter(ClassConfig{Limits: []int{0}})
+	if _, ok := zero.AdmitN(Critical, 1); ok {
+		t.Fatal("limit 0 admitted on an idle limiter")
+	}
+}

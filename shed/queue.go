@@ -198,6 +198,44 @@ func (q *Queue[T]) Pop(now float64) (Entry[T], PopStatus) {
 	return q.popFront(), Served
 }
 
+// Peek returns the entry Pop would return at time now, and its status,
+// without removing it: a Pop with the same now right after (nothing pushed
+// in between) removes exactly this entry. A caller uses it to check that the
+// next entry can be served (it fits the limit) before taking it.
+func (q *Queue[T]) Peek(now float64) (Entry[T], PopStatus) {
+	if q.n == 0 {
+		return Entry[T]{}, Empty
+	}
+	if q.maxWait > 0 && now-q.buf[q.head].At > q.maxWait {
+		return q.buf[q.head], Expired
+	}
+	if q.order == LIFO || (q.order == AdaptiveLIFO && q.standing(now)) {
+		return q.buf[q.index(q.n-1)], Served
+	}
+	return q.buf[q.head], Served
+}
+
+// Filter removes every entry for which keep returns false, keeping the
+// others in their order, and returns how many it removed. It takes time
+// proportional to Len: use it to reclaim the room of entries abandoned in
+// place (a cancelled waiter), when the queue is full, not per operation.
+func (q *Queue[T]) Filter(keep func(T) bool) int {
+	w := 0
+	for r := 0; r < q.n; r++ {
+		e := q.buf[q.index(r)]
+		if keep(e.Value) {
+			q.buf[q.index(w)] = e
+			w++
+		}
+	}
+	for i := w; i < q.n; i++ {
+		q.buf[q.index(i)] = Entry[T]{}
+	}
+	removed := q.n - w
+	q.n = w
+	return removed
+}
+
 // PopExpired removes and returns the oldest entry if it has waited longer
 // than MaxWait at time now; ok is false if there is no such entry (or
 // MaxWait is 0).

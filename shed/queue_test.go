@@ -246,3 +246,63 @@ func TestQueueStrings(t *testing.T) {
 		t.Error("PopStatus.String")
 	}
 }
+
+// Peek names what Pop would take at the same instant, in every order, and
+// leaves the queue as it was.
+func TestQueuePeekMatchesPop(t *testing.T) {
+	for _, cfg := range []QueueConfig{
+		{Capacity: 8},
+		{Capacity: 8, Order: LIFO},
+		{Capacity: 8, Order: AdaptiveLIFO, StandingWait: 0.1, MaxWait: 0.5},
+		{Capacity: 8, MaxWait: 0.3},
+	} {
+		q := mustQueue(t, cfg)
+		r := rand.New(rand.NewPCG(3, 4))
+		now := 0.0
+		for i := 0; i < 500; i++ {
+			now += r.Float64() * 0.05
+			if r.IntN(2) == 0 {
+				q.Push(now, string(rune('a'+i%26)))
+				continue
+			}
+			n := q.Len()
+			pe, ps := q.Peek(now)
+			if q.Len() != n {
+				t.Fatalf("%v: Peek changed Len", cfg.Order)
+			}
+			e, s := q.Pop(now)
+			if pe != e || ps != s {
+				t.Fatalf("%v at %v: Peek = %v %v, Pop = %v %v", cfg.Order, now, pe, ps, e, s)
+			}
+		}
+	}
+}
+
+func TestQueueFilter(t *testing.T) {
+	q := mustQueue(t, QueueConfig{Capacity: 4})
+	// Wrap the ring: push 4, pop 2, push 2 more.
+	for i, v := range []string{"a", "b", "c", "d"} {
+		q.Push(float64(i), v)
+	}
+	q.Pop(4)
+	q.Pop(4)
+	q.Push(5, "x")
+	q.Push(6, "e")
+	if n := q.Filter(func(v string) bool { return v != "x" && v != "c" }); n != 2 {
+		t.Fatalf("Filter removed %d, want 2", n)
+	}
+	var got []string
+	for {
+		e, s := q.Pop(10)
+		if s == Empty {
+			break
+		}
+		got = append(got, e.Value)
+	}
+	if len(got) != 2 || got[0] != "d" || got[1] != "e" {
+		t.Fatalf("after Filter the queue held %v, want [d e] in order", got)
+	}
+	if !q.Push(11, "f") || q.Len() != 1 {
+		t.Fatal("queue unusable after Filter")
+	}
+}
