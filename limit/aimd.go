@@ -15,12 +15,20 @@ type AIMDConfig struct {
 	// Ignored when LearnBaseline is set.
 	Baseline float64
 	// LearnBaseline replaces the fixed Baseline by the measured no-load RTT
-	// (see ProbeConfig), so the limit follows a slower new normal.
+	// (see ProbeConfig), so the limit follows a slower new normal, and
+	// compares it with the current RTT_actual, the same quantile of about
+	// the last round trip's RTTs, instead of each sample's RTT, so latency
+	// noise is not taken for overload. The RTTs take about 4 KiB.
 	LearnBaseline bool
-	// Probe configures the no-load RTT measurement used with LearnBaseline.
+	// Probe configures the no-load RTT measurement used with LearnBaseline
+	// (Probe.Quantile < 0: the minimum RTT as the baseline and each
+	// sample's RTT compared with it).
 	Probe ProbeConfig
-	// Tolerance: a sample slower than Tolerance × baseline counts as
-	// overload. 0 means 2. Must be > 1.
+	// Tolerance: a sample slower than Tolerance × baseline (with
+	// LearnBaseline: an RTT_actual above Tolerance × RTT_noload) counts as
+	// overload. 0 means 2. Must be > 1. With LearnBaseline and noisy
+	// latency keep it ≥ 1.2: the quantiles, estimated from about one round
+	// trip of samples, wander by a few percent.
 	Tolerance float64
 	// Backoff is the multiplicative decrease, in (0, 1). 0 means 0.9.
 	Backoff float64
@@ -89,21 +97,23 @@ func NewAIMD(cfg AIMDConfig) (*AIMD, error) {
 	return a, nil
 }
 
-// Update feeds one sample: on a drop or an RTT above Tolerance × baseline,
+// Update feeds one sample: on a drop or an RTT above Tolerance × baseline
+// (with LearnBaseline: RTT_actual above Tolerance × RTT_noload; see
+// ProbeConfig), at most once per round trip,
 // limit = max(MinLimit, floor(limit × Backoff)); otherwise
 // limit = min(MaxLimit, limit + 1/limit).
 func (a *AIMD) Update(s Sample) int {
 	if !validRTT(s) {
 		return a.Limit()
 	}
-	baseline := a.cfg.Baseline
+	baseline, rtt := a.cfg.Baseline, s.RTT
 	if a.cfg.LearnBaseline {
 		if a.probe.observe(s.Now, s.RTT, a.limit, s.Dropped) && !s.Dropped {
 			return a.Limit() // probing: hold the limit, only learn the RTT
 		}
-		baseline = a.probe.rtt
+		baseline, rtt = a.probe.rtt, a.probe.current(s.RTT)
 	}
-	if s.Dropped || s.RTT > a.cfg.Tolerance*baseline {
+	if s.Dropped || rtt > a.cfg.Tolerance*baseline {
 		if a.gate.allow(s) {
 			a.limit = math.Max(float64(a.cfg.MinLimit), math.Floor(a.limit*a.cfg.Backoff))
 		}

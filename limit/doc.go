@@ -27,16 +27,31 @@
 // Defaults: InitialLimit 20, Baseline 40 ms, Tolerance 2, Backoff 0.9,
 // MinLimit 1, MaxLimit 1000. Choose it for its simplicity and when a healthy
 // latency is known; with LearnBaseline the baseline is the measured no-load
-// RTT instead. It settles where RTT crosses Tolerance × baseline, so with
-// the default 2 it tolerates a doubled latency before backing off.
+// RTT instead, and the RTT compared with it is the current quantile RTT (see
+// below), not each sample's. It settles where RTT crosses Tolerance ×
+// baseline, so with the default 2 it tolerates a doubled latency before
+// backing off. With a fixed Baseline every slow sample counts, so latency
+// noise that slows one request in a round trip past Tolerance × Baseline
+// cuts the limit every round trip; with LearnBaseline and noisy latency keep
+// Tolerance ≥ 1.2, as the quantiles, estimated from about one round trip of
+// samples, wander by a few percent.
 //
 // Gradient (seed 004, Netflix "Performance Under Load", 2018):
 //
-//	gradient = clamp(RTT_noload ÷ RTT, MinGradient, 1)
+//	gradient = clamp(RTT_noload ÷ RTT_actual, MinGradient, 1)
 //	newLimit = limit × gradient + QueueSize(limit)      QueueSize = √limit
 //	limit    = limit × (1 − a) + newLimit × a           a = Smoothing ÷ limit
 //
 // bounded by [MinLimit, MaxLimit]; a dropped sample gives limit × Backoff.
+// RTT_noload and RTT_actual are the same low quantile (Probe.Quantile, the
+// p10) of the unloaded RTTs and of the last round trip's RTTs (see No-load
+// RTT below). Seed 004 took the smallest RTT seen and each sample's RTT
+// (Probe.Quantile < 0 still does): exact with noise-free latency, but with
+// noisy latency the minimum sits far below the typical unloaded RTT, and a
+// noisy per-sample RTT_actual biases the mean gradient downward
+// (E[RTT_noload ÷ RTT] < RTT_noload ÷ E[RTT], and the clamp at 1 cuts off
+// the samples faster than the reference), so the limit shrank to a handful
+// with no queue at all.
 // Defaults: InitialLimit 20, MinGradient 0.5, Smoothing 0.2, Backoff 0.9,
 // MinLimit 1, MaxLimit 1000. The gradient is clamped to [0.5, 1]: above 1
 // (faster than the no-load RTT: noise, or a cache) would only add to the
@@ -67,8 +82,8 @@
 // latency is noisy and a tolerated inflation is preferred to a minimum.
 //
 // Vegas (TCP Vegas, Brakmo and Peterson 1995; the shape of Netflix's
-// VegasLimit): with queue = limit × (1 − RTT_noload ÷ RTT) and
-// t = max(1, log10(limit)):
+// VegasLimit): with queue = limit × (1 − RTT_noload ÷ RTT_actual) (the same
+// quantiles as Gradient's) and t = max(1, log10(limit)):
 //
 //	queue ≤ t         newLimit = limit + Beta × t
 //	queue < Alpha × t newLimit = limit + t
@@ -83,16 +98,38 @@
 //
 // # No-load RTT and probing
 //
-// Gradient, Gradient2 and Vegas (and AIMD with LearnBaseline) take the
-// no-load RTT as the smallest RTT seen, and refresh it by a probe (see
-// ProbeConfig): every Probe.Interval (30 s), or early when the limit has
-// halved since the last probe, the reported limit drops to Probe.Ratio (0.5)
-// of itself for Probe.RTTs (4) round trips; the smallest RTT of requests
-// started during the probe becomes the no-load RTT, which is how a slower
-// new normal is learned; then the limit returns to where it was. Probing to
-// a fraction rather than to the minimum avoids the failure reported against
-// Envoy's adaptive concurrency filter, where probing pinned concurrency low
-// and caused bursts of 503s. Dropped samples never start a probe.
+// Gradient, Gradient2 and Vegas (and AIMD with LearnBaseline) keep the RTTs
+// of about the last round trip (Gradient2 uses only RTT_noload, behind
+// MaxDrift) (the last limit samples, at least 32 and at
+// most 256; dropped samples excluded). RTT_actual is their Probe.Quantile
+// (0.1: the p10, by nearest rank). RTT_noload is the same quantile of
+// unloaded RTTs: between probes it only falls, to the higher of two
+// consecutive windows' quantiles when both are below it (so a faster server
+// is noticed within two round trips, one lucky window does not pull it
+// down, and RTTs inflated by the limit's own queue cannot raise it); a
+// probe (see ProbeConfig) refreshes it: every Probe.Interval (30 s), or
+// early when the limit has halved since the last probe, the reported limit
+// drops to Probe.Ratio (0.5) of itself for Probe.RTTs (4) round trips; the
+// quantile of the RTTs of requests started during the probe becomes the
+// no-load RTT, which is how a slower new normal is learned; then the limit
+// returns to where it was. Probing to a fraction rather than to the minimum
+// avoids the failure reported against Envoy's adaptive concurrency filter,
+// where probing pinned concurrency low and caused bursts of 503s. Dropped
+// samples never start a probe.
+//
+// Comparing a low quantile with the same low quantile makes the limit
+// robust to latency noise: noise that every request may suffer (garbage
+// collection, cache misses) shifts both alike, and the queueing delay the
+// limit causes, which every request suffers, shifts only RTT_actual. With
+// exponential noise of mean 0.5 × L or 1 × L on a server of true
+// concurrency C and base latency L, Gradient and Vegas settle near C + √C
+// and C + a few, as without noise (limit/noise_test.go); with the minimum
+// they settled near 0.14 C and 0.46 C (noise 0.5 × L). A low quantile, not
+// the median, because it is estimated more precisely from few samples when
+// noise has a long tail, and because it ignores slow outliers entirely.
+// InFlight is not used to pick unloaded samples: under load every sample has
+// about the limit in flight, so it would leave none between probes; the
+// probe is where unloaded RTTs are taken.
 //
 // # Backoff once per round trip
 //
@@ -105,5 +142,5 @@
 // Samples with an RTT that is not a positive finite number are ignored.
 // Configuration structs have documented zero-value defaults; constructors
 // validate and return a *ConfigError naming the field (wrapping ErrConfig).
-// Update does not allocate.
+// Update does not allocate; the RTT window takes 4 KiB per algorithm.
 package limit

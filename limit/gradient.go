@@ -11,8 +11,8 @@ type GradientConfig struct {
 	MinLimit int
 	// MaxLimit is the highest limit. 0 means 1000.
 	MaxLimit int
-	// MinGradient is the lower clamp of RTT_noload ÷ RTT, in (0, 1]. 0 means
-	// 0.5: one very slow sample halves the target at most.
+	// MinGradient is the lower clamp of RTT_noload ÷ RTT_actual, in (0, 1].
+	// 0 means 0.5: one very slow round trip halves the target at most.
 	MinGradient float64
 	// Smoothing α in (0, 1]: limit = limit×(1−α) + newLimit×α. 0 means 0.2.
 	Smoothing float64
@@ -23,7 +23,9 @@ type GradientConfig struct {
 	// Backoff is the multiplicative decrease on a dropped sample, in (0, 1).
 	// 0 means 0.9.
 	Backoff float64
-	// Probe configures the no-load RTT measurement.
+	// Probe configures the no-load RTT measurement and the quantile that
+	// RTT_noload and RTT_actual are (Probe.Quantile < 0: the minimum and
+	// each sample's RTT, as seed 004).
 	Probe ProbeConfig
 }
 
@@ -69,8 +71,11 @@ func (cfg GradientConfig) validate() error {
 }
 
 // Gradient is seed 004's gradient limit (Netflix, "Performance Under Load",
-// 2018): gradient = RTT_noload ÷ RTT, newLimit = limit × gradient +
-// queueSize(limit). Not safe for concurrent use.
+// 2018): gradient = RTT_noload ÷ RTT_actual, newLimit = limit × gradient +
+// queueSize(limit), where RTT_noload and RTT_actual are the same low
+// quantile of unloaded RTTs and of the last round trip's RTTs (see
+// ProbeConfig), so latency noise does not shrink the limit. It holds about
+// 4 KiB of recent RTTs. Not safe for concurrent use.
 type Gradient struct {
 	cfg   GradientConfig // immutable after NewGradient
 	limit float64
@@ -90,7 +95,9 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 }
 
 // Update feeds one sample. A dropped sample multiplies the limit by
-// Backoff. Otherwise gradient = clamp(RTT_noload ÷ RTT, MinGradient, 1),
+// Backoff. Otherwise the sample joins the recent RTTs,
+// gradient = clamp(RTT_noload ÷ RTT_actual, MinGradient, 1) with RTT_actual
+// their Probe.Quantile (the sample's own RTT when Probe.Quantile < 0),
 // newLimit = limit × gradient + QueueSize(limit) and the limit moves by
 // Smoothing towards newLimit, within [MinLimit, MaxLimit]. During a no-load
 // probe only drops change the limit.
@@ -104,7 +111,7 @@ func (g *Gradient) Update(s Sample) int {
 		g.limit = backOff(g.limit, s, &g.gate, g.cfg.Backoff, g.cfg.MinLimit)
 	case probing:
 	default:
-		grad := clamp(g.nl.rtt/s.RTT, g.cfg.MinGradient, 1)
+		grad := clamp(g.nl.rtt/g.nl.current(s.RTT), g.cfg.MinGradient, 1)
 		newLimit := float64(g.limit*grad) + g.cfg.QueueSize(g.limit)
 		g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
 	}

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/spillwayhq/spillway/rng"
 )
 
 // A small closed-loop driver in virtual time. The server has a hidden true
 // concurrency C and base latency L: a request admitted with n in flight
-// (itself included) takes L × max(1, n/C). Clients = 2C, each sends its next
+// (itself included) takes L × max(1, n/C), plus, when noise > 0, an
+// exponentially distributed delay of mean noise × L (drawn from a seeded
+// mulberry32, so runs repeat exactly). Clients = 2C, each sends its next
 // request as soon as the previous one finishes, and retries after L/2 when
 // rejected: twice the load the server can carry at its base latency. The
 // driver enforces alg.Limit() and feeds every completion to alg.Update.
@@ -48,6 +52,13 @@ type simResult struct {
 }
 
 func runSim(alg Algorithm, C int, phases []simPhase, measure float64) simResult {
+	return runNoisySim(alg, C, phases, measure, 0, 0)
+}
+
+// runNoisySim is runSim with latency noise of mean noise × L, drawn from a
+// mulberry32 seeded with seed.
+func runNoisySim(alg Algorithm, C int, phases []simPhase, measure, noise float64, seed uint32) simResult {
+	src := rng.New(seed)
 	h := &simHeap{}
 	seq := 0
 	push := func(e simEvent) { seq++; e.seq = seq; heap.Push(h, e) }
@@ -96,6 +107,9 @@ func runSim(alg Algorithm, C int, phases []simPhase, measure float64) simResult 
 		if inFlight < alg.Limit() {
 			inFlight++
 			rtt := L * math.Max(1, float64(inFlight)/float64(C))
+			if noise > 0 {
+				rtt += src.Exp(noise * L)
+			}
 			push(simEvent{at: e.at + rtt, finish: true, rtt: rtt, inFlight: inFlight})
 		} else {
 			push(simEvent{at: e.at + L/2})

@@ -21,7 +21,9 @@ type VegasConfig struct {
 	// at most once per round trip (TCP Vegas falls back to Reno's decrease on
 	// a loss). 0 means 0.9.
 	Backoff float64
-	// Probe configures the no-load RTT measurement.
+	// Probe configures the no-load RTT measurement and the quantile that
+	// RTT_noload and RTT_actual are (Probe.Quantile < 0: the minimum and
+	// each sample's RTT).
 	Probe ProbeConfig
 }
 
@@ -73,7 +75,8 @@ func (cfg VegasConfig) validate() error {
 }
 
 // Vegas is a TCP Vegas-style limit (Brakmo and Peterson, 1995; the shape of
-// Netflix concurrency-limits' VegasLimit). Not safe for concurrent use.
+// Netflix concurrency-limits' VegasLimit). It holds about 4 KiB of recent
+// RTTs. Not safe for concurrent use.
 type Vegas struct {
 	cfg   VegasConfig // immutable after NewVegas
 	limit float64
@@ -93,7 +96,9 @@ func NewVegas(cfg VegasConfig) (*Vegas, error) {
 }
 
 // Update feeds one sample. A dropped sample multiplies the limit by Backoff.
-// Otherwise, with queue = limit × (1 − RTT_noload ÷ RTT) and
+// Otherwise the sample joins the recent RTTs and, with
+// queue = limit × (1 − RTT_noload ÷ RTT_actual) (RTT_actual: their
+// Probe.Quantile, or the sample's own RTT when Probe.Quantile < 0) and
 // t = max(1, log10(limit)): queue ≤ t
 // gives limit + Beta×t; queue < Alpha×t gives limit + t; queue > Beta×t gives
 // limit − t; otherwise no change. Growth is skipped while fewer than half the
@@ -112,7 +117,7 @@ func (v *Vegas) Update(s Sample) int {
 	}
 	l := v.limit
 	t := math.Max(1, math.Log10(l))
-	queue := l * (1 - v.nl.rtt/s.RTT)
+	queue := l * (1 - v.nl.rtt/v.nl.current(s.RTT))
 	newLimit := l
 	switch {
 	case 2*s.InFlight < int(l):

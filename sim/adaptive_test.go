@@ -30,6 +30,7 @@ func adaptiveResults(t *testing.T, args ...string) (map[string][]any, *Report) {
 const (
 	adColBefore   = 1
 	adColDuring   = 2
+	adColAfter    = 3
 	adColGoodput  = 4
 	adColCritical = 6
 )
@@ -56,11 +57,19 @@ func TestAdaptiveDeterministic(t *testing.T) {
 }
 
 // With the defaults (C = 100, halved to 50 from 20 s to 40 s), Gradient's
-// mean limit before the dip is within ±25% of C. During the dip the phase
-// mean, which includes the fall from ≈125 in the first seconds, is 27%
-// above C/2 (it settles near C/2 + √(C/2) + a little, as limit/doc.go
-// says): the phase mean is held to +30%, and the settled 5 s buckets of the
-// dip's second half to ±25%.
+// mean limit before the dip is within ±25% of C.
+//
+// Where it settles: Gradient's fixed point is limit × (1 − gradient) =
+// √limit, with gradient = RTT_noload ÷ RTT_actual and RTT_actual the p10
+// of the last round trip's RTTs. At 2× load sheddable requests never get
+// in, default ones fill up to their share, 0.9 × limit, and critical ones
+// above it; the fastest tenth of the RTTs are those admitted at about
+// 0.9 × limit in flight, L × 0.9 × limit ÷ C_now. So
+// 0.9 × limit × (1 − 1/√limit) = C_now: limit ≈ 123 for C = 100 and ≈ 63.6
+// (+27%) for C/2 = 50. The settled 5 s buckets (the dip's second half, and
+// after the dip) are held to [−25%, +35%] of C_now, room for the spread of
+// in-flight counts, and so is the dip's phase mean, which also includes the
+// fall from ≈ 125 in its first seconds.
 func TestAdaptiveGradientSettles(t *testing.T) {
 	rows, rep := adaptiveResults(t)
 	g := rows["gradient"]
@@ -69,8 +78,8 @@ func TestAdaptiveGradientSettles(t *testing.T) {
 	if before < 75 || before > 125 {
 		t.Errorf("mean limit before the dip %.1f, want within ±25%% of 100", before)
 	}
-	if during < 37.5 || during > 65 {
-		t.Errorf("mean limit during the dip %.1f, want within [-25%%, +30%%] of 50", during)
+	if during < 37.5 || during > 67.5 {
+		t.Errorf("mean limit during the dip %.1f, want within [-25%%, +35%%] of 50", during)
 	}
 	var series *Table
 	for _, tb := range rep.Tables {
@@ -83,11 +92,40 @@ func TestAdaptiveGradientSettles(t *testing.T) {
 	}
 	for _, row := range series.Rows {
 		at, lim := row[0].(float64), row[1].(float64)
-		if at > 30 && at <= 40 && (lim < 37.5 || lim > 62.5) {
-			t.Errorf("5 s ending at %v s: mean limit %.1f, want within ±25%% of 50", at, lim)
+		if at > 30 && at <= 40 && (lim < 37.5 || lim > 67.5) {
+			t.Errorf("5 s ending at %v s: mean limit %.1f, want within [-25%%, +35%%] of 50", at, lim)
 		}
-		if at > 50 && (lim < 75 || lim > 125) {
-			t.Errorf("5 s ending at %v s: mean limit %.1f after the dip, want within ±25%% of 100", at, lim)
+		if at > 50 && (lim < 75 || lim > 135) {
+			t.Errorf("5 s ending at %v s: mean limit %.1f after the dip, want within [-25%%, +35%%] of 100", at, lim)
+		}
+	}
+}
+
+// With latency noise (exponential, mean 0.5 × L and 1 × L added to every
+// request), Gradient and Vegas still find the true concurrency: their mean
+// limit before and after the dip within ±25% of C = 100 (the noise is
+// service time every request may suffer, so the latency knee is still at C;
+// the minimum RTT as the no-load RTT gave ≈ 14 and ≈ 44 at noise 0.5), and
+// their goodput at least 80% of the fixed limit of C's. Noise makes every
+// answer slower at any limit: at C in flight about C ÷ (L × (1 + noise))
+// answers a second, 67% and 50% of capacity, which the fixed limit of C
+// shows.
+func TestAdaptiveNoise(t *testing.T) {
+	for _, noise := range []string{"0.5", "1"} {
+		rows, _ := adaptiveResults(t, "--noise", noise)
+		fixedGood := rows["fixed"][adColGoodput].(float64)
+		for _, name := range []string{"gradient", "vegas"} {
+			r := rows[name]
+			before, after, good := r[adColBefore].(float64), r[adColAfter].(float64), r[adColGoodput].(float64)
+			t.Logf("noise %s, %s: mean limit %.1f before the dip, %.1f after; goodput %.1f%% (fixed limit %.1f%%)",
+				noise, name, before, after, good, fixedGood)
+			if before < 75 || before > 125 || after < 75 || after > 125 {
+				t.Errorf("noise %s, %s: mean limit %.1f before and %.1f after the dip, want within ±25%% of 100",
+					noise, name, before, after)
+			}
+			if good < 0.8*fixedGood {
+				t.Errorf("noise %s, %s: goodput %.1f%%, want ≥ 80%% of the fixed limit's %.1f%%", noise, name, good, fixedGood)
+			}
 		}
 	}
 }
