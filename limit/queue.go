@@ -492,3 +492,12 @@ func (l *Limiter) fairOK(c shed.Class, cost int, client uint64) bool {
 	share := (int64(lim) + active - 1) / active
 	return mine+int64(cost) <= max(share, 1)
 }
+
+// Refused counts a refusal of class c for reason decided outside the
+// Limiter — an adapter that drops a request whose deadline cannot be met
+// before asking for a place — so Counts and metrics show every refusal.
+func (l *Limiter) Refused(c shed.Class, reason Reason) {
+	if int(reason) < NumReasons {
+		l.refuse(l.class(c), reason)
+	}
+}
