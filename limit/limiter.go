@@ -248,7 +248,9 @@ func (l *Limiter) Acquire(now float64, c shed.Class) (t Ticket, ok bool) {
 	// not be copied (vet's copylocks).
 	c = l.class(c)
 	if ok = l.admitInto(&t, now, c, 1, 0); !ok {
-		l.refuse(c, ReasonLimit)
+		if !l.Queueing() {
+			l.refuse(c, ReasonLimit)
+		}
 		return
 	}
 	l.counts[c].admitted.Add(1)
@@ -259,8 +261,10 @@ func (l *Limiter) Acquire(now float64, c shed.Class) (t Ticket, ok bool) {
 // its deadline. It returns the Ticket and Admitted, or the zero Ticket and
 // why the request was refused: ReasonDeadline (the deadline has passed),
 // ReasonFairness (the client holds its fair share under pressure) or
-// ReasonLimit (no room: refuse it, or queue it with Enqueue). Admit takes
-// no lock and does not allocate.
+// ReasonLimit (no room: refuse it, or queue it with Enqueue). Refusals are
+// counted by reason (Counts), except ReasonLimit when the Limiter has a
+// queue: the caller is expected to Enqueue the request then, and Enqueue
+// counts what becomes of it. Admit takes no lock and does not allocate.
 func (l *Limiter) Admit(now float64, r Request) (t Ticket, why Reason) {
 	c := l.class(r.Class)
 	switch {
@@ -274,7 +278,9 @@ func (l *Limiter) Admit(now float64, r Request) (t Ticket, why Reason) {
 		l.counts[c].admitted.Add(1)
 		return
 	}
-	l.refuse(c, why)
+	if why != ReasonLimit || !l.Queueing() {
+		l.refuse(c, why)
+	}
 	return
 }
 

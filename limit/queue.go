@@ -329,7 +329,7 @@ func (l *Limiter) QueueCap() int { return int(l.qcap.Load()) }
 func (l *Limiter) Enqueue(now float64, r Request, w *Waiter) Reason {
 	c := l.class(r.Class)
 	if !l.Queueing() {
-		return l.refuse(c, ReasonLimit)
+		return ReasonLimit // Admit counted it
 	}
 	if r.Deadline > 0 && now >= r.Deadline {
 		return l.refuse(c, ReasonDeadline)
