@@ -178,7 +178,10 @@ func (g *Gate) Deadline(ctx context.Context, now float64) (at float64, ok bool) 
 	if !ok {
 		return 0, false
 	}
-	return now + time.Until(dl).Seconds(), true
+	// A deadline that passed before the clock's epoch would come out ≤ 0,
+	// which limit.Request reads as "no deadline": keep it positive (and
+	// long passed).
+	return math.Max(now+time.Until(dl).Seconds(), math.SmallestNonzeroFloat64), true
 }
 
 // Enter asks for a place for r at now (from g.Clock()), waiting in the

@@ -394,7 +394,9 @@ func (l *Limiter) settle(w *Waiter, c shed.Class, reason Reason) bool {
 		return false
 	}
 	w.reason = reason
-	if reason != Admitted {
+	if reason == Admitted { // counted before the waiter can see it
+		l.counts[c].admitted.Add(1)
+	} else {
 		l.refuse(c, reason)
 	}
 	w.ready <- struct{}{}
@@ -464,7 +466,6 @@ func (l *Limiter) dispatchLocked(now float64) {
 				w.ticket.unwind()
 				continue
 			}
-			l.counts[c].admitted.Add(1)
 			wait := now - e.At
 			old := math.Float64frombits(l.waitBits.Load())
 			l.waitBits.Store(math.Float64bits(float64(0.8*old) + float64(0.2*wait)))
