@@ -1,39 +1,3 @@
-// Package retry decides when a failed call may be tried again: how long to
-// wait (Backoff) and whether the retry is affordable at all (Budget).
-//
-// A client that retries at once, from thousands of processes, turns a brief
-// slowdown into a retry storm: every timed-out request arrives again, the
-// offered load multiplies, and the server stays overloaded after the trigger
-// is gone (a metastable failure; seed 000, "Timeouts, deadlines and retry
-// budgets", and seed 003). The remedies, in the order a client applies them:
-//
-//  1. Retry at one layer only, at most a few times.
-//  2. Ask the Budget before each retry. It is a token bucket shared by all of
-//     a client's calls to one dependency: every new request deposits Ratio
-//     tokens (up to Max), every retry spends one. Retries therefore stay
-//     below Ratio × new requests (plus the Max reserve), whatever the failure
-//     rate, so retries can never multiply the load by more than 1 + Ratio.
-//     The seed's experiment (Max 10, Ratio 0.1) cuts the load during a
-//     capacity dip from 3.1× to 1.07× and the service recovers.
-//  3. Wait Backoff.Delay seconds: exponential backoff with jitter, so that
-//     clients that failed together do not return together.
-//
-// Backoff formulas (Marc Brooker, "Exponential Backoff And Jitter", AWS
-// Architecture Blog, 2015), with u uniform in [0, 1) and attempt n ≥ 0:
-//
-//	ceiling(n)    = min(Cap, Base·2^n)
-//	FullJitter    = u·ceiling(n)                        in [0, ceiling(n))
-//	EqualJitter   = ceiling(n)/2 + u·ceiling(n)/2        in [ceiling(n)/2, ceiling(n))
-//	Decorrelated  = min(Cap, Base + u·(3·prev − Base))   in [Base, min(Cap, 3·prev))
-//	NoJitter      = ceiling(n)
-//
-// Attempt numbering follows the seed's experiment: n is the number of
-// attempts already made, so the first retry (after the first attempt failed)
-// uses n = 1 and waits below 2·Base. With Base 0.5 s and FullJitter, Delay
-// returns exactly the float64 the reference computes as rand()·0.5·2^n.
-//
-// Time is a parameter: nothing here reads a clock. Durations are float64
-// seconds, rates are per second.
 package retry
 
 import (
