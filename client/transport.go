@@ -141,6 +141,13 @@ type Config struct {
 	// closed (or read to the end).
 	Bulkhead *admit.Gate
 
+	// Hedge, if set, races up to MaxHedges copies of a replayable attempt
+	// that has not answered within the Hedger's delay (by default the p95
+	// of recent latencies), each paid from the Hedger's budget — give it the
+	// retry Policy's Budget so hedges and retries share one ratio. The
+	// first good answer wins; the others are cancelled.
+	Hedge *retry.Hedger
+
 	// DeadlineReserve is kept back from the remaining budget forwarded in
 	// the Spillway-Timeout header (network time to the callee and back).
 	DeadlineReserve time.Duration
@@ -212,12 +219,13 @@ type Transport struct {
 	breaker   *breaker.Breaker
 	failure   func(*http.Response, error) bool
 	bulkhead  *admit.Gate
+	hedger    *retry.Hedger
 	reserve   time.Duration
 
 	srttBits atomic.Uint64 // moving average of attempt durations, seconds
 
 	// Counters for metrics.
-	sent, retried, refused atomic.Uint64
+	sent, retried, refused, hedgesSent atomic.Uint64
 	stops                  [8]atomic.Uint64 // by retry.Verdict
 }
 
@@ -229,7 +237,7 @@ func New(cfg Config) (*Transport, error) {
 	t := &Transport{
 		next: cfg.Transport, clk: cfg.Clock, throttle: cfg.Throttle, policy: cfg.Retry,
 		retryable: cfg.Retryable, anyMethod: cfg.RetryNonIdempotent, breaker: cfg.Breaker,
-		failure: cfg.Failure, bulkhead: cfg.Bulkhead, reserve: cfg.DeadlineReserve,
+		failure: cfg.Failure, bulkhead: cfg.Bulkhead, hedger: cfg.Hedge, reserve: cfg.DeadlineReserve,
 	}
 	if t.next == nil {
 		t.next = http.DefaultTransport
@@ -261,7 +269,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.refused.Add(1)
 		return nil, refusal(Throttled, 0)
 	}
-	canRetry := t.policy != nil && t.replayable(req)
+	replayable := t.replayable(req)
+	canRetry := t.policy != nil && replayable
 	if t.policy != nil {
 		t.policy.RecordRequest(now)
 	}
@@ -278,7 +287,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				r.Body = body
 			}
 		}
-		resp, err := t.attempt(ctx, r, a.N)
+		var resp *http.Response
+		var err error
+		if t.hedger != nil && replayable {
+			resp, err = t.hedged(ctx, r, a.N)
+		} else {
+			resp, err = t.attempt(ctx, r, a.N)
+		}
 		if local, ok := err.(*Error); ok { // attempt returns *Error unwrapped
 			return nil, refusal(local.Reason, a.N-1)
 		}
@@ -353,6 +368,9 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, n int) (*htt
 	end := t.clk.Now()
 	if err == nil {
 		t.observe(end - now)
+		if t.hedger != nil {
+			t.hedger.Record(end, end-now)
+		}
 	}
 	failed := false
 	switch {
@@ -436,13 +454,14 @@ type Stats struct {
 	Sent    uint64 // attempts sent to the inner transport
 	Retried uint64 // retries decided (each is one more attempt)
 	Refused uint64 // calls or attempts refused locally (throttle, breaker, bulkhead)
+	Hedges  uint64 // hedged attempts sent
 	// Stops counts retries not made, by retry.Verdict (index Retry stays 0).
 	Stops [8]uint64
 }
 
 // Stats returns the counters.
 func (t *Transport) Stats() Stats {
-	s := Stats{Sent: t.sent.Load(), Retried: t.retried.Load(), Refused: t.refused.Load()}
+	s := Stats{Sent: t.sent.Load(), Retried: t.retried.Load(), Refused: t.refused.Load(), Hedges: t.hedgesSent.Load()}
 	for i := range s.Stops {
 		s.Stops[i] = t.stops[i].Load()
 	}

@@ -398,3 +398,64 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Fatalf("%d goroutines after, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// A slow first attempt is raced by a hedge after the hedging delay; the
+// hedge's answer wins and the slow attempt is cancelled.
+func TestHedgeWinsOverSlowAttempt(t *testing.T) {
+	var calls atomic.Int32
+	cancelled := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			select { // the slow replica: answers after 10 s unless cancelled
+			case <-time.After(10 * time.Second):
+			case <-r.Context().Done():
+				cancelled <- struct{}{}
+				return
+			}
+		}
+		_, _ = io.WriteString(w, "fast")
+	}))
+	defer srv.Close()
+	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, c := newTransport(t, client.Config{Hedge: h})
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "fast" || time.Since(start) > 5*time.Second {
+		t.Fatalf("body %q after %v; want the hedge's answer, long before the slow one", body, time.Since(start))
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the losing attempt was not cancelled")
+	}
+	if st := tr.Stats(); st.Hedges != 1 || calls.Load() != 2 {
+		t.Fatalf("hedges %d, server calls %d; want 1 and 2", st.Hedges, calls.Load())
+	}
+}
+
+// Hedges are paid from the budget: an empty budget sends none.
+func TestHedgeNeedsBudget(t *testing.T) {
+	s := &script{statuses: []int{200}, block: make(chan struct{})}
+	url := serve(t, s)
+	budget, _ := retry.NewBudget(retry.BudgetConfig{Max: 1, Ratio: 0.001})
+	budget.TryRetry(0) // spend the only token
+	h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 0.01, Budget: budget})
+	tr, c := newTransport(t, client.Config{Hedge: h})
+	go func() { time.Sleep(200 * time.Millisecond); close(s.block) }()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if st, err := do(t, c, req); st != 200 || err != nil {
+		t.Fatalf("%d %v", st, err)
+	}
+	if st := tr.Stats(); st.Hedges != 0 || s.count() != 1 {
+		t.Fatalf("hedges %d, server calls %d; want none beyond the budget", st.Hedges, s.count())
+	}
+}
