@@ -226,7 +226,7 @@ type Transport struct {
 
 	// Counters for metrics.
 	sent, retried, refused, hedgesSent atomic.Uint64
-	stops                  [8]atomic.Uint64 // by retry.Verdict
+	stops                              [8]atomic.Uint64 // by retry.Verdict
 }
 
 // New returns a Transport.
