@@ -18,7 +18,7 @@ type AIMDConfig struct {
 	// (see ProbeConfig), so the limit follows a slower new normal, and
 	// compares it with the current RTT_actual, the same quantile of about
 	// the last round trip's RTTs, instead of each sample's RTT, so latency
-	// noise is not taken for overload. The RTTs take about 4 KiB.
+	// noise is not taken for overload. The RTTs take 2 KiB.
 	LearnBaseline bool
 	// Probe configures the no-load RTT measurement used with LearnBaseline
 	// (Probe.Quantile < 0: the minimum RTT as the baseline and each
@@ -115,10 +115,10 @@ func (a *AIMD) Update(s Sample) int {
 	}
 	if s.Dropped || rtt > a.cfg.Tolerance*baseline {
 		if a.gate.allow(s) {
-			a.limit = math.Max(float64(a.cfg.MinLimit), math.Floor(a.limit*a.cfg.Backoff))
+			a.limit = max(float64(a.cfg.MinLimit), math.Floor(a.limit*a.cfg.Backoff))
 		}
 	} else {
-		a.limit = math.Min(float64(a.cfg.MaxLimit), a.limit+1/a.limit)
+		a.limit = min(float64(a.cfg.MaxLimit), a.limit+1/a.limit)
 	}
 	return a.Limit()
 }

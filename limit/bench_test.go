@@ -1,6 +1,9 @@
 package limit
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 func benchUpdate(b *testing.B, alg Algorithm) {
 	b.ReportAllocs()
@@ -40,4 +43,23 @@ func BenchmarkGradient2Update(b *testing.B) {
 func BenchmarkVegasUpdate(b *testing.B) {
 	v, _ := NewVegas(VegasConfig{})
 	benchUpdate(b, v)
+}
+
+// BenchmarkRTTWindowTake: the p10 of a full window of 256 noisy RTTs, the
+// selection done once per window (per round trip); divide by 256 for its
+// share of one Update.
+func BenchmarkRTTWindowTake(b *testing.B) {
+	src := rand.New(rand.NewPCG(7, 8))
+	rtts := make([]float64, 64*rttWindowMax)
+	for i := range rtts {
+		rtts[i] = 0.040 + src.ExpFloat64()*0.02
+	}
+	var w rttWindow
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for _, x := range rtts[(i%64)*rttWindowMax:][:rttWindowMax] {
+			w.push(x)
+		}
+		w.take(0.1)
+	}
 }

@@ -91,18 +91,28 @@
 //
 // moved towards per round trip (Smoothing ÷ limit per sample), bounded;
 // growth is skipped while fewer than half the limit are in flight; a dropped
-// sample gives limit × Backoff. Defaults: Alpha 3, Beta 6, Smoothing 1,
+// sample gives limit × Backoff. The logarithm is retaken only when the limit
+// has moved by more than 1% (t is then within 0.005 of log10(limit)): it
+// costs more than the rest of Update. Defaults: Alpha 3, Beta 6, Smoothing 1,
 // Backoff 0.9. It keeps an estimated 3–6 × log10(limit)
 // requests queued, so it settles near C + a few. Choose it for the smallest
 // standing queue.
 //
 // # No-load RTT and probing
 //
-// Gradient, Gradient2 and Vegas (and AIMD with LearnBaseline) keep the RTTs
-// of about the last round trip (Gradient2 uses only RTT_noload, behind
-// MaxDrift) (the last limit samples, at least 32 and at
-// most 256; dropped samples excluded). RTT_actual is their Probe.Quantile
-// (0.1: the p10, by nearest rank). RTT_noload is the same quantile of
+// Gradient, Gradient2 and Vegas (and AIMD with LearnBaseline) gather the
+// RTTs (dropped samples excluded) into consecutive windows of about one
+// round trip each: a window is full at max(32, ⌈limit⌉) samples, at most
+// 256 (Gradient2 uses only RTT_noload, behind MaxDrift). When a window is
+// full its Probe.Quantile (0.1: the p10, by nearest rank) is taken once and
+// is RTT_actual until the next window is full: RTT_actual moves once per
+// round trip, the pace at which the algorithms step anyway, and lags the
+// RTTs by one to two round trips. (Until the first window is full it is
+// the quantile of the RTTs gathered so far, retaken each time their count
+// reaches a power of two.) A window's quantile is an O(size) selection, so
+// Update costs a few nanoseconds more than without windows; an earlier
+// version kept a sliding window sorted and paid a memory move of up to
+// 2 KiB on every sample. RTT_noload is the same quantile of
 // unloaded RTTs: between probes it only falls, to the higher of two
 // consecutive windows' quantiles when both are below it (so a faster server
 // is noticed within two round trips, one lucky window does not pull it
@@ -142,5 +152,5 @@
 // Samples with an RTT that is not a positive finite number are ignored.
 // Configuration structs have documented zero-value defaults; constructors
 // validate and return a *ConfigError naming the field (wrapping ErrConfig).
-// Update does not allocate; the RTT window takes 4 KiB per algorithm.
+// Update does not allocate; the RTT window takes 2 KiB per algorithm.
 package limit

@@ -45,9 +45,6 @@ func (cfg *GradientConfig) defaults() {
 	if cfg.Smoothing == 0 {
 		cfg.Smoothing = 0.2
 	}
-	if cfg.QueueSize == nil {
-		cfg.QueueSize = math.Sqrt
-	}
 	if cfg.Backoff == 0 {
 		cfg.Backoff = 0.9
 	}
@@ -75,7 +72,7 @@ func (cfg GradientConfig) validate() error {
 // queueSize(limit), where RTT_noload and RTT_actual are the same low
 // quantile of unloaded RTTs and of the last round trip's RTTs (see
 // ProbeConfig), so latency noise does not shrink the limit. It holds about
-// 4 KiB of recent RTTs. Not safe for concurrent use.
+// 2 KiB of recent RTTs. Not safe for concurrent use.
 type Gradient struct {
 	cfg   GradientConfig // immutable after NewGradient
 	limit float64
@@ -95,9 +92,10 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 }
 
 // Update feeds one sample. A dropped sample multiplies the limit by
-// Backoff. Otherwise the sample joins the recent RTTs,
+// Backoff. Otherwise the sample joins the current RTT window,
 // gradient = clamp(RTT_noload ÷ RTT_actual, MinGradient, 1) with RTT_actual
-// their Probe.Quantile (the sample's own RTT when Probe.Quantile < 0),
+// the Probe.Quantile of the last full window (see ProbeConfig; the
+// sample's own RTT when Probe.Quantile < 0),
 // newLimit = limit × gradient + QueueSize(limit) and the limit moves by
 // Smoothing towards newLimit, within [MinLimit, MaxLimit]. During a no-load
 // probe only drops change the limit.
@@ -111,11 +109,20 @@ func (g *Gradient) Update(s Sample) int {
 		g.limit = backOff(g.limit, s, &g.gate, g.cfg.Backoff, g.cfg.MinLimit)
 	case probing:
 	default:
-		grad := clamp(g.nl.rtt/g.nl.current(s.RTT), g.cfg.MinGradient, 1)
-		newLimit := float64(g.limit*grad) + g.cfg.QueueSize(g.limit)
+		grad := clamp(g.nl.ratio(s.RTT), g.cfg.MinGradient, 1)
+		newLimit := float64(g.limit*grad) + g.queueSize(g.limit)
 		g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
 	}
 	return g.Limit()
+}
+
+// queueSize is cfg.QueueSize(l), √l when it is nil (called directly: a
+// call through a function value costs more than the square root).
+func (g *Gradient) queueSize(l float64) float64 {
+	if g.cfg.QueueSize == nil {
+		return math.Sqrt(l)
+	}
+	return g.cfg.QueueSize(l)
 }
 
 // Limit returns the current limit (floor of the internal value; Probe.Ratio

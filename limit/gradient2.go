@@ -35,8 +35,6 @@ type Gradient2Config struct {
 	Probe ProbeConfig
 }
 
-func queue4(float64) float64 { return 4 }
-
 func (cfg *Gradient2Config) defaults() {
 	if cfg.InitialLimit == 0 {
 		cfg.InitialLimit = 20
@@ -55,9 +53,6 @@ func (cfg *Gradient2Config) defaults() {
 	}
 	if cfg.Smoothing == 0 {
 		cfg.Smoothing = 0.2
-	}
-	if cfg.QueueSize == nil {
-		cfg.QueueSize = queue4
 	}
 	if cfg.Backoff == 0 {
 		cfg.Backoff = 0.9
@@ -137,14 +132,22 @@ func (g *Gradient2) Update(s Sample) int {
 	if g.longRTT > 2*s.RTT {
 		g.longRTT *= 0.95
 	}
-	g.longRTT = math.Min(g.longRTT, g.cfg.MaxDrift*g.nl.rtt)
+	g.longRTT = min(g.longRTT, g.cfg.MaxDrift*g.nl.rtt)
 	if probing || 2*s.InFlight < int(g.limit) {
 		return g.Limit()
 	}
 	grad := clamp(g.cfg.Tolerance*g.longRTT/s.RTT, 0.5, 1)
-	newLimit := float64(g.limit*grad) + g.cfg.QueueSize(g.limit)
+	newLimit := float64(g.limit*grad) + g.queueSize(g.limit)
 	g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
 	return g.Limit()
+}
+
+// queueSize is cfg.QueueSize(l), 4 when it is nil.
+func (g *Gradient2) queueSize(l float64) float64 {
+	if g.cfg.QueueSize == nil {
+		return 4
+	}
+	return g.cfg.QueueSize(l)
 }
 
 // Limit returns the current limit (floor of the internal value).

@@ -109,17 +109,17 @@ func backOff(limit float64, s Sample, gate *backoffGate, backoff float64, min in
 	if !gate.allow(s) {
 		return limit
 	}
-	return math.Max(float64(min), limit*backoff)
+	return max(float64(min), limit*backoff)
 }
 
 // smoothTowards moves limit towards target by smoothing ÷ limit of the way,
-// within [min, max]. The step is per round trip, not per sample: the
+// within [lo, hi]. The step is per round trip, not per sample: the
 // roughly limit samples of one round trip together move it by about
 // smoothing, where a per-sample step would swing from max to min within one
 // round trip on a busy server.
-func smoothTowards(limit, target, smoothing float64, min, max int) float64 {
-	a := smoothing / math.Max(1, limit)
-	return clamp(float64(limit*(1-a))+float64(target*a), float64(min), float64(max))
+func smoothTowards(limit, target, smoothing float64, lo, hi int) float64 {
+	a := smoothing / max(1, limit)
+	return clamp(float64(limit*(1-a))+float64(target*a), float64(lo), float64(hi))
 }
 
 func clamp(v, lo, hi float64) float64 {

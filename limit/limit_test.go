@@ -138,3 +138,50 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// Vegas takes t = max(1, log10(limit)) again only when the limit has moved
+// by more than 1%: t stays within log10(1.01) of the exact value along any
+// path of the limit, is exactly 1 up to 10, and is exact right after a jump.
+func TestVegasThresholdFollowsTheLimit(t *testing.T) {
+	v, err := NewVegas(VegasConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(l float64) {
+		t.Helper()
+		got, want := v.threshold(l), max(1, math.Log10(l))
+		if math.Abs(got-want) > math.Log10(1.01) || (l <= 10 && got != 1) {
+			t.Fatalf("limit %v: t = %v, want %v within %v", l, got, want, math.Log10(1.01))
+		}
+	}
+	for l := 1.0; l < 1000; l *= 1.003 {
+		check(l)
+	}
+	for l := 1000.0; l > 1; l *= 0.997 {
+		check(l)
+	}
+	for _, l := range []float64{500, 20, 900, 10.5, 11, 300} {
+		if got := v.threshold(l); got != math.Log10(l) {
+			t.Errorf("after a jump to %v: t = %v, want log10 = %v", l, got, math.Log10(l))
+		}
+		check(l * 1.00999)
+		check(l / 1.00999)
+		check(l)
+	}
+}
+
+// A window is full at ⌈limit⌉ samples, at least 32 and at most 256.
+func TestWindowFull(t *testing.T) {
+	for _, c := range []struct {
+		count int
+		limit float64
+		want  bool
+	}{
+		{31, 10, false}, {32, 10, true}, {32, 32, true}, {32, 32.5, false}, {33, 32.5, true},
+		{99, 100, false}, {100, 100, true}, {255, 1000, false}, {256, 1000, true}, {256, 1e300, true},
+	} {
+		if got := windowFull(c.count, c.limit); got != c.want {
+			t.Errorf("windowFull(%d, %v) = %v, want %v", c.count, c.limit, got, c.want)
+		}
+	}
+}

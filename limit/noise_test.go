@@ -112,20 +112,75 @@ func TestQuantileIgnoresAFastOutlier(t *testing.T) {
 	}
 }
 
-// Seed 004's steps (TestGradientSteps) with the default p10: one slow
-// sample among two does not move the p10 of the window, so the gradient
-// stays 1 where each sample's RTT would have halved the target.
+// Seed 004's steps (TestGradientSteps) with the default p10: before the
+// first window is full, RTT_actual is the p10 of the RTTs gathered so far,
+// taken when their count reaches 1, 2, 4, …; the slow samples among them
+// do not move it, so the gradient stays 1 where each sample's RTT would
+// have halved the target (minimum mode: 99 at the third step).
 func TestGradientQuantileSteps(t *testing.T) {
 	g, err := NewGradient(GradientConfig{InitialLimit: 100, Probe: ProbeConfig{Interval: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runSteps(t, g, []step{
-		{1.0, 0.1, 100, false, 100}, // gradient 1: 100 + 0.002×(110−100) = 100.02
-		{1.1, 0.4, 100, false, 100}, // p10 of {0.1, 0.4} is 0.1: gradient 1, 100.02 + 0.2/√100.02 ≈ 100.04
-		{1.2, 0.4, 100, true, 90},   // drop: 100.04 × 0.9 = 90.04
-		{1.3, 0.4, 100, true, 90},   // started 0.9, before the cut: ignored
+		{1.0, 0.1, 100, false, 100}, // first sample, RTT_noload = RTT_actual: 100 + 0.002×(110−100) = 100.02
+		{1.1, 0.1, 100, false, 100}, // window {0.1}: p10 0.1, gradient 1: 100.02 + 0.002×√100.02 ≈ 100.04
+		{1.2, 0.4, 100, false, 100}, // window {0.1, 0.4}: p10 0.1, gradient 1: ≈ 100.06
+		{1.3, 0.4, 100, false, 100}, // 3 samples: RTT_actual not retaken, 0.1: ≈ 100.08
+		{1.4, 0.4, 100, false, 100}, // window {0.1, 0.4, 0.4, 0.4}: p10 0.1: ≈ 100.10
+		{1.5, 0.4, 100, true, 90},   // drop: 100.10 × 0.9 = 90.09
+		{1.6, 0.4, 100, true, 90},   // started 1.2, before the cut: ignored
 	})
+}
+
+// The current RTT step by step (windows of 32 samples at a limit of 10):
+// before the first window is full, the p10 of the RTTs so far each time
+// their count doubles; then the p10 of each full window, held until the
+// next one is full; the no-load RTT falls to the higher of two
+// consecutive windows' p10 when both are below it.
+func TestCurrentRTTSteps(t *testing.T) {
+	var n noLoad
+	n.init(ProbeConfig{Interval: -1})
+	now := 0.0
+	feed := func(k int, rtt float64) {
+		for range k {
+			now += 0.001
+			n.observe(now, rtt, 10, false)
+		}
+	}
+	want := func(what string, cur, noLoad float64) {
+		t.Helper()
+		if n.current(1) != cur || n.rtt != noLoad || n.ratio(1) != noLoad/cur {
+			t.Fatalf("%s: current %v, no-load %v, ratio %v; want %v, %v, %v",
+				what, n.current(1), n.rtt, n.ratio(1), cur, noLoad, noLoad/cur)
+		}
+	}
+	feed(1, 0.1)
+	want("first sample", 0.1, 0.1)
+	feed(1, 0.4)
+	want("window {0.4}", 0.4, 0.1)
+	feed(1, 0.1)
+	want("window {0.4, 0.1}", 0.1, 0.1)
+	feed(1, 0.3)
+	want("3 samples: not retaken", 0.1, 0.1)
+	feed(1, 0.3)
+	want("window {0.4, 0.1, 0.3, 0.3}", 0.1, 0.1)
+	feed(4, 0.5)
+	want("8 samples: p10 is the smallest", 0.1, 0.1)
+	feed(7, 0.2)
+	want("15 samples: not retaken", 0.1, 0.1)
+	feed(1, 0.2)
+	want("16 samples: p10 is the 2nd smallest", 0.2, 0.1)
+	feed(15, 0.25)
+	want("31 samples: not retaken", 0.2, 0.1)
+	feed(1, 0.25)
+	want("the first full window: its 4th smallest", 0.2, 0.1)
+	feed(31, 0.05)
+	want("31 samples of the next window: held", 0.2, 0.1)
+	feed(1, 0.05)
+	want("a window of 0.05: p10s 0.2 and 0.05", 0.05, 0.1)
+	feed(32, 0.06)
+	want("then a window of 0.06: p10s 0.05 and 0.06", 0.06, 0.06)
 }
 
 // Between probes the no-load RTT falls only when two consecutive windows
@@ -202,54 +257,89 @@ func TestProbeTakesTheQuantile(t *testing.T) {
 	}
 }
 
-// The window's sorted copy always equals a sorted copy of the last size
-// values added (at most two dropped per add when the size shrinks), and its
-// quantile is the nearest-rank one.
-func TestRTTWindowMatchesASortedCopy(t *testing.T) {
+// take returns the nearest-rank quantile of the values pushed since the
+// window was last emptied (the last rttWindowMax of them), whatever their
+// order, sizes and repeats, and empties the window. The expected value is
+// read from a sorted copy.
+func TestRTTWindowTakeMatchesASortedCopy(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var w rttWindow
-	var last []float64 // the values the window should hold, oldest first
-	for i := range 50000 {
-		size := 100
-		if i%1000 >= 900 { // now and then other sizes, up and down
-			size = 1 + r.IntN(rttWindowMax)
+	orders := []string{"random", "ascending", "descending", "equal", "few values", "organ pipe"}
+	for i := range 20000 {
+		size := 1 + r.IntN(rttWindowMax+64) // past rttWindowMax the oldest are overwritten
+		order := orders[i%len(orders)]
+		var all []float64
+		for j := range size {
+			var x float64
+			switch order {
+			case "random":
+				x = 0.040 + r.ExpFloat64()*0.02
+			case "ascending":
+				x = float64(j)
+			case "descending":
+				x = float64(size - j)
+			case "equal":
+				x = 0.25
+			case "few values":
+				x = float64(r.IntN(4))
+			case "organ pipe":
+				x = float64(min(j, size-j))
+			}
+			w.push(x)
+			all = append(all, x)
 		}
-		x := float64(r.IntN(60)) // repeated values exercise equal keys
-		w.add(x, size)
-		for k := 0; k < 2 && len(last) > size; k++ {
-			last = last[1:]
-		}
-		if len(last) >= size {
-			last = last[1:]
-		}
-		last = append(last, x)
+		last := all[max(0, len(all)-rttWindowMax):]
 		want := slices.Clone(last)
 		slices.Sort(want)
-		if !slices.Equal(w.sorted[:w.n], want) {
-			t.Fatalf("add %d (size %d): window %v, want %v", i, size, w.sorted[:w.n], want)
-		}
 		q := r.Float64() / 2
+		if i%50 == 0 {
+			q = 1e-9 // rank below 1: the smallest
+		}
 		rank := max(1, int(math.Ceil(q*float64(len(want)))))
-		if got := w.quantile(q); got != want[rank-1] {
-			t.Fatalf("add %d: quantile(%v) of %d values %v, want the %d-th smallest %v", i, q, len(want), got, rank, want[rank-1])
+		if got := w.take(q); got != want[rank-1] {
+			t.Fatalf("%s, %d values: take(%v) = %v, want the %d-th smallest %v of %v", order, size, q, got, rank, want[rank-1], want)
+		}
+		if w.n != 0 {
+			t.Fatalf("take left %d values in the window", w.n)
+		}
+	}
+}
+
+// selectKth finds every rank of a small array with repeats, and leaves the
+// same values (a permutation) behind.
+func TestSelectKthEveryRank(t *testing.T) {
+	in := []float64{5, 3, 9, 3, 1, 7, 3, 8, 2, 6, 4, 9, 0, 5, 3, 1, 2, 8, 7, 6, 5}
+	want := []float64{0, 1, 1, 2, 2, 3, 3, 3, 3, 4, 5, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9}
+	for k := range in {
+		s := slices.Clone(in)
+		var rnd uint64
+		if got := selectKth(s, k, &rnd); got != want[k] {
+			t.Errorf("rank %d: %v, want %v", k, got, want[k])
+		}
+		slices.Sort(s)
+		if !slices.Equal(s, want) {
+			t.Fatalf("rank %d: values changed: %v", k, s)
 		}
 	}
 }
 
 func TestRTTWindowQuantileByHand(t *testing.T) {
 	var w rttWindow
-	for _, x := range []float64{7, 3, 10, 1, 9, 2, 8, 4, 6, 5} {
-		w.add(x, 32)
-	}
 	for _, c := range []struct{ q, want float64 }{{0.1, 1}, {0.05, 1}, {0.11, 2}, {0.25, 3}, {0.49, 5}} {
-		if got := w.quantile(c.q); got != c.want {
+		for _, x := range []float64{7, 3, 10, 1, 9, 2, 8, 4, 6, 5} {
+			w.push(x)
+		}
+		if got := w.take(c.q); got != c.want {
 			t.Errorf("quantile(%v) of 1..10 = %v, want %v", c.q, got, c.want)
 		}
 	}
-	w.add(11, 8) // the two oldest (7, 3) dropped, then 11 replaces the oldest (10)
-	w.add(12, 8) // 12 replaces 1
-	if got := w.sorted[:w.n]; !slices.Equal(got, []float64{2, 4, 5, 6, 8, 9, 11, 12}) {
-		t.Errorf("after shrinking: %v", got)
+	// 300 values: the window keeps the last 256, 45..300; the p10 is the
+	// ⌈25.6⌉ = 26th smallest of them, 70
+	for x := 1; x <= 300; x++ {
+		w.push(float64(x))
+	}
+	if got := w.take(0.1); got != 70 {
+		t.Errorf("p10 of the last 256 of 1..300 = %v, want 70", got)
 	}
 }
 
@@ -289,8 +379,8 @@ func TestNoisyUpdateDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// BenchmarkGradientUpdateNoisy: Update with noisy RTTs and a full window of
-// 256 (the largest memory move per sample).
+// BenchmarkGradientUpdateNoisy: Update with noisy RTTs and windows of 256
+// (the largest selection, once per 256 samples).
 func BenchmarkGradientUpdateNoisy(b *testing.B) {
 	g, _ := NewGradient(GradientConfig{InitialLimit: 500})
 	src := rand.New(rand.NewPCG(5, 6))

@@ -75,11 +75,13 @@ func (cfg VegasConfig) validate() error {
 }
 
 // Vegas is a TCP Vegas-style limit (Brakmo and Peterson, 1995; the shape of
-// Netflix concurrency-limits' VegasLimit). It holds about 4 KiB of recent
-// RTTs. Not safe for concurrent use.
+// Netflix concurrency-limits' VegasLimit). It holds 2 KiB of recent RTTs.
+// Not safe for concurrent use.
 type Vegas struct {
 	cfg   VegasConfig // immutable after NewVegas
 	limit float64
+	tAt   float64 // the limit log10 was last taken of; 0: never
+	t     float64 // max(1, log10(tAt))
 	nl    noLoad
 	gate  backoffGate
 }
@@ -96,10 +98,11 @@ func NewVegas(cfg VegasConfig) (*Vegas, error) {
 }
 
 // Update feeds one sample. A dropped sample multiplies the limit by Backoff.
-// Otherwise the sample joins the recent RTTs and, with
-// queue = limit × (1 − RTT_noload ÷ RTT_actual) (RTT_actual: their
-// Probe.Quantile, or the sample's own RTT when Probe.Quantile < 0) and
-// t = max(1, log10(limit)): queue ≤ t
+// Otherwise the sample joins the current RTT window and, with
+// queue = limit × (1 − RTT_noload ÷ RTT_actual) (RTT_actual: the
+// Probe.Quantile of the last full window, see ProbeConfig, or the sample's
+// own RTT when Probe.Quantile < 0) and t = max(1, log10(limit)) (the
+// logarithm retaken when the limit has moved by more than 1%): queue ≤ t
 // gives limit + Beta×t; queue < Alpha×t gives limit + t; queue > Beta×t gives
 // limit − t; otherwise no change. Growth is skipped while fewer than half the
 // limit are in flight (the limit is not being tested).
@@ -116,14 +119,15 @@ func (v *Vegas) Update(s Sample) int {
 		return v.Limit()
 	}
 	l := v.limit
-	t := math.Max(1, math.Log10(l))
-	queue := l * (1 - v.nl.rtt/v.nl.current(s.RTT))
+	if 2*s.InFlight < int(l) {
+		return v.Limit()
+	}
+	t := v.threshold(l)
+	queue := l * (1 - v.nl.ratio(s.RTT))
 	newLimit := l
 	switch {
-	case 2*s.InFlight < int(l):
-		return v.Limit()
 	case queue <= t:
-		newLimit = l + v.cfg.Beta*t
+		newLimit = l + float64(v.cfg.Beta*t)
 	case queue < v.cfg.Alpha*t:
 		newLimit = l + t
 	case queue > v.cfg.Beta*t:
@@ -131,6 +135,20 @@ func (v *Vegas) Update(s Sample) int {
 	}
 	v.limit = smoothTowards(l, newLimit, v.cfg.Smoothing, v.cfg.MinLimit, v.cfg.MaxLimit)
 	return v.Limit()
+}
+
+// threshold returns t = max(1, log10(l)): 1 up to a limit of 10; above,
+// the logarithm (a dozen nanoseconds, more than the rest of Update) is
+// retaken only when l has moved by more than a factor 1.01 either way since
+// it was last taken, so t is within log10(1.01) < 0.005 of log10(l).
+func (v *Vegas) threshold(l float64) float64 {
+	if l <= 10 {
+		return 1
+	}
+	if !(1.01*l >= v.tAt && l <= 1.01*v.tAt) {
+		v.tAt, v.t = l, max(1, math.Log10(l))
+	}
+	return v.t
 }
 
 // Limit returns the current limit (floor of the internal value; Probe.Ratio
