@@ -130,9 +130,10 @@ type Config struct {
 	Breaker *breaker.Breaker
 
 	// Failure decides whether an attempt counts as a failure for the
-	// breaker; nil means breaker.HTTPFailure on the status and error, except
-	// that an attempt ended by the caller's own context (cancelled, or its
-	// deadline passed) reports nothing: it says nothing of the dependency.
+	// breaker; nil means breaker.HTTPFailure on the status and error (a
+	// transport error, a timeout — the caller's deadline passing included —
+	// or a 5xx other than 501), except that an attempt the caller cancelled
+	// reports nothing: it says nothing of the dependency.
 	Failure func(resp *http.Response, err error) bool
 
 	// Bulkhead, if set, bounds the calls in flight to the dependency: a
@@ -198,8 +199,9 @@ func NewBulkhead(n int, maxWait time.Duration) (*admit.Gate, error) {
 //     around each attempt:
 //  3. Breaker: refuse the attempt while the dependency is known to be
 //     failing. Inside the retry loop, so each attempt asks it and a retry
-//     never hammers an open circuit; its refusal is not retried (the
-//     breaker already knows the answer).
+//     never hammers an open circuit: a refused attempt costs the
+//     dependency nothing, and is retried after the backoff (when the
+//     Policy allows), by which time the breaker may let a trial through.
 //  4. Bulkhead: hold one of the dependency's places for the attempt.
 //     Inside the breaker, so waiting for a place (or being refused one) is
 //     not counted as the dependency failing.
@@ -294,14 +296,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			resp, err = t.attempt(ctx, r, a.N)
 		}
-		if local, ok := err.(*Error); ok { // attempt returns *Error unwrapped
+		local, isLocal := err.(*Error) // attempt returns *Error unwrapped
+		switch {
+		case isLocal && (local.Reason != BreakerOpen || !canRetry):
 			return nil, refusal(local.Reason, a.N-1)
-		}
-		if !canRetry || !t.retryable(resp, err) {
+		case isLocal:
+			// An open breaker: try again after the backoff, by which time
+			// it may let a trial through; the attempts cap, the deadline and
+			// the budget still apply.
+			err = refusal(BreakerOpen, a.N-1)
+			a.Unsent = true
+		case !canRetry || !t.retryable(resp, err):
 			return resp, err
 		}
 		a.Now = t.clk.Now()
 		a.After, a.NoRetry = -1, false
+		if !isLocal {
+			a.Unsent = false
+		}
 		if resp != nil {
 			if d, ok := retry.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 				a.After = d.Seconds()
@@ -374,7 +386,9 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, n int) (*htt
 	}
 	failed := false
 	switch {
-	case ctx.Err() != nil && err != nil: // the caller gave up: says nothing of the dependency
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+		// The caller gave up (or a hedge lost): says nothing of the
+		// dependency. A deadline that passed does: it was too slow.
 		bt.Cancel()
 	default:
 		if t.failure != nil {

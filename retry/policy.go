@@ -92,6 +92,11 @@ type Attempt struct {
 	// NoRetry reports that the server said not to retry this call (a gRPC
 	// pushback that was negative or malformed; see ParsePushback).
 	NoRetry bool
+	// Unsent reports that the failed attempt never reached the dependency
+	// (a circuit breaker refused it locally): retrying it adds no load, so
+	// the retry is not paid from the Budget. Attempts, deadline and the
+	// server's delay still apply.
+	Unsent bool
 }
 
 // Verdict is Policy.Next's decision.
@@ -142,8 +147,9 @@ func (v Verdict) String() string {
 //     deadline.Feasible, an answer arriving exactly at the deadline is
 //     already too late).
 //  5. With a Budget, Budget.TryRetry(a.Now) must pay for it, else
-//     StopBudget. The budget is asked last, so a retry refused for another
-//     reason does not spend a token.
+//     StopBudget — unless a.Unsent (the failed attempt added no load). The
+//     budget is asked last, so a retry refused for another reason does not
+//     spend a token.
 //
 // A server's delay replaces a shorter backoff but does not reset the
 // schedule: the next retry's backoff still grows with N, where gRPC
@@ -180,7 +186,7 @@ func (p *Policy) Next(a Attempt, r Rand) (delay float64, v Verdict) {
 			return 0, StopDeadline
 		}
 	}
-	if p.Budget != nil && !p.Budget.TryRetry(a.Now) {
+	if p.Budget != nil && !a.Unsent && !p.Budget.TryRetry(a.Now) {
 		return 0, StopBudget
 	}
 	return delay, Retry

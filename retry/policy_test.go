@@ -283,3 +283,33 @@ func TestServerDelayRespected(t *testing.T) {
 		}
 	}
 }
+
+// A retry of an attempt that never left the client (breaker refusal) is not
+// paid from the budget; every other check still applies.
+func TestUnsentRetryIsFree(t *testing.T) {
+	b, err := NewBudget(BudgetConfig{Max: 1, Ratio: 0.001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPolicy(Policy{MaxAttempts: 10, Backoff: Backoff{Jitter: NoJitter}, Budget: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, v := p.Next(Attempt{N: 1, Now: 1, After: -1}, nil); v != Retry {
+		t.Fatalf("first retry: %v, want retry (the one token)", v)
+	}
+	if _, v := p.Next(Attempt{N: 2, Now: 1, After: -1}, nil); v != StopBudget {
+		t.Fatalf("second retry: %v, want budget (no token left)", v)
+	}
+	for n := 2; n < 10; n++ {
+		if _, v := p.Next(Attempt{N: n, Now: 1, After: -1, Unsent: true}, nil); v != Retry {
+			t.Fatalf("unsent retry %d: %v, want retry without a token", n, v)
+		}
+	}
+	if _, v := p.Next(Attempt{N: 10, Now: 1, After: -1, Unsent: true}, nil); v != StopAttempts {
+		t.Fatalf("unsent at the attempts cap: %v, want attempts", v)
+	}
+	if _, v := p.Next(Attempt{N: 2, Now: 1, After: -1, Unsent: true, Deadline: 1.5}, nil); v != StopDeadline {
+		t.Fatalf("unsent past the deadline: %v, want deadline", v)
+	}
+}
