@@ -277,6 +277,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.policy.RecordRequest(now)
 	}
 	a := retry.Attempt{N: 1, After: -1}
+	sent := 0 // attempts that reached the dependency
 	for {
 		r := req
 		if a.N > 1 {
@@ -297,14 +298,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp, err = t.attempt(ctx, r, a.N)
 		}
 		local, isLocal := err.(*Error) // attempt returns *Error unwrapped
+		if !isLocal {
+			sent++
+		}
 		switch {
 		case isLocal && (local.Reason != BreakerOpen || !canRetry):
-			return nil, refusal(local.Reason, a.N-1)
+			return nil, refusal(local.Reason, sent)
 		case isLocal:
 			// An open breaker: try again after the backoff, by which time
 			// it may let a trial through; the attempts cap, the deadline and
 			// the budget still apply.
-			err = refusal(BreakerOpen, a.N-1)
+			err = refusal(BreakerOpen, sent)
 			a.Unsent = true
 		case !canRetry || !t.retryable(resp, err):
 			return resp, err

@@ -459,3 +459,24 @@ func TestHedgeNeedsBudget(t *testing.T) {
 		t.Fatalf("hedges %d, server calls %d; want none beyond the budget", st.Hedges, s.count())
 	}
 }
+
+// An open breaker refuses the retry locally; the retry after the next
+// backoff finds it half-open and its trial succeeds. The refused attempt
+// is not paid from the budget.
+func TestBreakerRefusalIsRetriedAfterBackoff(t *testing.T) {
+	s := &script{statuses: []int{503, 200}}
+	url := serve(t, s)
+	b, _ := breaker.New(breaker.Config{Threshold: 1, Recovery: 0.05})
+	budget, _ := retry.NewBudget(retry.BudgetConfig{Max: 1, Ratio: 0.001})
+	pol, _ := retry.NewPolicy(retry.Policy{MaxAttempts: 6, Budget: budget,
+		Backoff: retry.Backoff{Base: 0.02, Cap: 0.03, Jitter: retry.NoJitter}})
+	tr, c := newTransport(t, client.Config{Retry: pol, Breaker: b})
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if st, err := do(t, c, req); st != 200 || err != nil {
+		t.Fatalf("%d %v, want 200 once the breaker lets a trial through", st, err)
+	}
+	st := tr.Stats()
+	if s.count() != 2 || st.Refused == 0 {
+		t.Fatalf("server saw %d, %d refused locally; want 2 sent and at least one refusal between", s.count(), st.Refused)
+	}
+}
