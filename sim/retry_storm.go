@@ -18,7 +18,7 @@ const (
 var retryStorm = Scenario{
 	Name:    "retry-storm",
 	Ref:     "retry_storm",
-	Summary: "retries during a capacity dip: immediate, backoff + jitter, a retry budget, dropping expired work",
+	Summary: "retries during a capacity dip: immediate, backoff + jitter, a retry budget, dropping expired work (--policies real: the library's throttle, retry policy and breaker)",
 	Chart:   true,
 	Bind: func(f *Flags) Runner {
 		seed := f.Seed("seed", 9, "random seed")
@@ -32,6 +32,7 @@ var retryStorm = Scenario{
 		maxRetries := f.Int("max-retries", 3, NonNegative, retryStormMaxRetries, "retries per request at most (at most 10); backoff is full jitter with base 0.5 s")
 		ratio := f.Float("budget-ratio", 0.1, Positive, "retry budget: tokens each new request deposits")
 		budgetMax := f.Float("budget-max", 10, Positive, "retry budget: capacity in tokens (the bucket starts full)")
+		realFlags := bindRetryStormReal(f)
 		return func() (*Report, error) {
 			if !(*dipTo > *dipFrom) {
 				return nil, Badf("dip-to", "must be after --dip-from (%s), got %s", Num(*dipFrom), Num(*dipTo))
@@ -43,6 +44,12 @@ var retryStorm = Scenario{
 				seed: *seed, end: *end, timeout: *timeout, newRate: *newRate, capacity: *capacity,
 				dipCap: *dipCap, dipFrom: *dipFrom, dipTo: *dipTo, maxRetries: *maxRetries,
 				budget: retry.BudgetConfig{Max: *budgetMax, Ratio: *ratio},
+			}
+			if err := realFlags.check(f); err != nil {
+				return nil, err
+			}
+			if realFlags.policies == retryStormReal {
+				return runRetryStormReal(p, realFlags)
 			}
 			return runRetryStorm(p)
 		}
@@ -90,31 +97,66 @@ func runRetryStorm(p retryStormParams) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		amp := func(i, j float64) (float64, string) {
-			rate := retryStormSliceSum(att, i, j) / (j - i)
-			return rate, Fixed(rate, 0) + " (" + Fixed(rate/p.newRate, 2) + "x)"
-		}
-		end := float64(p.end)
-		rec := p.dipTo
-		for rec < end-5 && retryStormSliceSum(ok, rec, rec+5) < 0.95*retryStormSliceSum(att, rec, rec+5) {
-			rec++
-		}
-		dipRate, dipText := amp(p.dipFrom, p.dipTo)
-		lateRate, lateText := amp(120, 180)
-		var recovery any
-		recText := "never (by " + Int(p.end) + " s)"
-		if rec < end-5 {
-			recovery = rec - p.dipTo
-			recText = Num(rec-p.dipTo) + " s"
-		}
-		r.Println(PadEnd(pol.name, 26) + PadStart(dipText, 14) + PadStart(lateText, 18) + "  " + recText)
-		table.Add(pol.full, dipRate, dipRate/p.newRate, lateRate, lateRate/p.newRate, recovery)
+		s := p.summarize(att, ok, nil)
+		r.Println(PadEnd(pol.name, 26) + PadStart(s.dipText, 14) + PadStart(s.lateText, 18) + "  " + s.recText)
+		table.Add(pol.full, s.dipRate, s.dipRate/p.newRate, s.lateRate, s.lateRate/p.newRate, s.recovery)
 		load.Line(pol.short, secs, att)
 		good.Line(pol.short, secs, ok)
 	}
 	load.Line("server capacity", secs, capY)
 	good.Line("server capacity", secs, capY)
 	return r, nil
+}
+
+// retryStormSummary is one policy's row: offered load in the dip and in
+// 120-180 s, and the recovery time (nil: never).
+type retryStormSummary struct {
+	dipRate, lateRate float64 // attempts per second
+	dipText, lateText string  // "75 (1.07x)"
+	recovery          any     // seconds after dip-to, or nil
+	recText           string  // "30 s" or "never (by 240 s)"
+}
+
+// summarize computes a row from the attempts sent and answered in time per
+// second. Recovery is the first rec = dip-to + k, k = 0, 1, … (as the
+// reference counts) at which the 5 s window [rec, rec+5) had at least 95% of
+// its attempts answered in time and, when newPerSec is not nil, as many
+// answers in time as 95% of the new requests that arrived in it (so that a
+// client refusing everything locally does not count as recovered).
+func (p retryStormParams) summarize(att, ok, newPerSec []float64) retryStormSummary {
+	var s retryStormSummary
+	amp := func(i, j float64) (float64, string) {
+		rate := retryStormSliceSum(att, i, j) / (j - i)
+		return rate, Fixed(rate, 0) + " (" + Fixed(rate/p.newRate, 2) + "x)"
+	}
+	end := float64(p.end)
+	rec := p.dipTo
+	for rec < end-5 {
+		good := retryStormSliceSum(ok, rec, rec+5)
+		if good >= 0.95*retryStormSliceSum(att, rec, rec+5) &&
+			(newPerSec == nil || good >= 0.95*retryStormSliceSum(newPerSec, rec, rec+5)) {
+			break
+		}
+		rec++
+	}
+	s.dipRate, s.dipText = amp(p.dipFrom, p.dipTo)
+	s.lateRate, s.lateText = amp(120, 180)
+	s.recText = "never (by " + Int(p.end) + " s)"
+	if rec < end-5 {
+		s.recovery = rec - p.dipTo
+		s.recText = Num(rec-p.dipTo) + " s"
+	}
+	return s
+}
+
+// arrivals draws the new requests' arrival instants in [0, end) from rnd,
+// first thing, as the reference does.
+func (p retryStormParams) arrivals(rnd *rng.Mulberry32) []float64 {
+	var a []float64
+	for t := rnd.Exp(1 / p.newRate); t < float64(p.end); t += rnd.Exp(1 / p.newRate) {
+		a = append(a, t)
+	}
+	return a
 }
 
 // capAt is the server's capacity at t: dipCap in [dipFrom, dipTo).
@@ -138,10 +180,7 @@ func (p retryStormParams) capAt(t float64) float64 {
 func (p retryStormParams) simulate(backoff, useBudget, dropExpired bool) (att, ok []float64, err error) {
 	rnd := rng.New(p.seed)
 	end := float64(p.end)
-	var arrivals []float64
-	for t := rnd.Exp(1 / p.newRate); t < end; t += rnd.Exp(1 / p.newRate) {
-		arrivals = append(arrivals, t)
-	}
+	arrivals := p.arrivals(rnd)
 	var budget *retry.Budget
 	if useBudget {
 		if budget, err = retry.NewBudget(p.budget); err != nil {
