@@ -80,7 +80,7 @@ func (t *Transport) hedged(ctx context.Context, req *http.Request, n int) (*http
 					continue
 				}
 				hedges++
-				t.hedgesSent.Add(1)
+				t.counters.Hedged()
 				launch(r)
 				out++
 				timer.Reset(clock.Duration(delay))

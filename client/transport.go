@@ -224,11 +224,7 @@ type Transport struct {
 	hedger    *retry.Hedger
 	reserve   time.Duration
 
-	srttBits atomic.Uint64 // moving average of attempt durations, seconds
-
-	// Counters for metrics.
-	sent, retried, refused, hedgesSent atomic.Uint64
-	stops                              [8]atomic.Uint64 // by retry.Verdict
+	counters Counters
 }
 
 // New returns a Transport.
@@ -268,7 +264,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	now := t.clk.Now()
 	if t.throttle != nil && !t.throttle.Allow(now, rand.Float64()) {
-		t.refused.Add(1)
+		t.counters.Refused()
 		return nil, refusal(Throttled, 0)
 	}
 	replayable := t.replayable(req)
@@ -327,17 +323,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			a.Deadline = math.Max(a.Now+time.Until(dl).Seconds(), math.SmallestNonzeroFloat64)
 		}
-		a.Expected = math.Float64frombits(t.srttBits.Load())
+		a.Expected = t.counters.Expected()
 		delay, v := t.policy.Next(a, nil)
 		if v != retry.Retry {
-			t.stops[v&7].Add(1)
+			t.counters.Stopped(v)
 			return resp, err
 		}
 		if resp != nil { // let the connection be reused
 			_, _ = io.CopyN(io.Discard, resp.Body, 4096)
 			resp.Body.Close()
 		}
-		t.retried.Add(1)
+		t.counters.Retried()
 		if delay > 0 {
 			timer := time.NewTimer(clock.Duration(delay))
 			select {
@@ -359,7 +355,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, n int) (*htt
 	if t.breaker != nil {
 		var err error
 		if bt, err = t.breaker.Allow(now); err != nil {
-			t.refused.Add(1)
+			t.counters.Refused()
 			return nil, refusal(BreakerOpen, 0)
 		}
 	}
@@ -371,7 +367,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, n int) (*htt
 		place, _, why = t.bulkhead.Enter(ctx, now, limit.Request{Class: shed.Critical}, &rb.slot)
 		if why != limit.Admitted {
 			bt.Cancel()
-			t.refused.Add(1)
+			t.counters.Refused()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -379,11 +375,11 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, n int) (*htt
 		}
 	}
 	req = t.forward(ctx, req, n)
-	t.sent.Add(1)
+	t.counters.Sent()
 	resp, err := t.next.RoundTrip(req)
 	end := t.clk.Now()
 	if err == nil {
-		t.observe(end - now)
+		t.counters.Observe(end - now)
 		if t.hedger != nil {
 			t.hedger.Record(end, end-now)
 		}
@@ -451,40 +447,8 @@ func (t *Transport) forward(ctx context.Context, req *http.Request, n int) *http
 	return req
 }
 
-// observe folds an attempt's duration into the moving average (weight 1/8).
-func (t *Transport) observe(d float64) {
-	for {
-		old := t.srttBits.Load()
-		v := math.Float64frombits(old)
-		if v == 0 {
-			v = d
-		} else {
-			v = float64(0.875*v) + float64(0.125*d)
-		}
-		if t.srttBits.CompareAndSwap(old, math.Float64bits(v)) {
-			return
-		}
-	}
-}
-
-// Stats are a Transport's counters since it was made.
-type Stats struct {
-	Sent    uint64 // attempts sent to the inner transport
-	Retried uint64 // retries decided (each is one more attempt)
-	Refused uint64 // calls or attempts refused locally (throttle, breaker, bulkhead)
-	Hedges  uint64 // hedged attempts sent
-	// Stops counts retries not made, by retry.Verdict (index Retry stays 0).
-	Stops [8]uint64
-}
-
-// Stats returns the counters.
-func (t *Transport) Stats() Stats {
-	s := Stats{Sent: t.sent.Load(), Retried: t.retried.Load(), Refused: t.refused.Load(), Hedges: t.hedgesSent.Load()}
-	for i := range s.Stops {
-		s.Stops[i] = t.stops[i].Load()
-	}
-	return s
-}
+// Stats returns the Transport's counters.
+func (t *Transport) Stats() Stats { return t.counters.Stats() }
 
 // releaseBody gives the bulkhead place back when the body is closed or
 // read to its end, once.

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -232,11 +231,7 @@ type Interceptors struct {
 	anyMethod  bool
 	idempotent func(string) bool
 
-	srttBits atomic.Uint64 // moving average of successful attempt durations, seconds
-
-	// Counters for Stats.
-	sent, retried, refused atomic.Uint64
-	stops                  [8]atomic.Uint64 // by retry.Verdict
+	counters client.Counters
 }
 
 // New returns the interceptors, or a *ConfigError (wrapping ErrConfig)
@@ -264,13 +259,7 @@ func New(cfg Config) (*Interceptors, error) {
 // Stats returns the counters since New, in client.Stats: attempts and
 // streams sent, retries decided, calls or attempts refused locally, and
 // retries not made by retry.Verdict.
-func (ic *Interceptors) Stats() client.Stats {
-	s := client.Stats{Sent: ic.sent.Load(), Retried: ic.retried.Load(), Refused: ic.refused.Load()}
-	for i := range s.Stops {
-		s.Stops[i] = ic.stops[i].Load()
-	}
-	return s
-}
+func (ic *Interceptors) Stats() client.Stats { return ic.counters.Stats() }
 
 // Unary returns the unary client interceptor. Per call, in this order:
 //
@@ -298,7 +287,7 @@ func (ic *Interceptors) Unary() grpc.UnaryClientInterceptor { return ic.unary }
 func (ic *Interceptors) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	now := ic.clk.Now()
 	if ic.throttle != nil && !ic.throttle.Allow(now, rand.Float64()) {
-		ic.refused.Add(1)
+		ic.counters.Refused()
 		return refusal(client.Throttled, 0)
 	}
 	ctx = forwardClass(ctx)
@@ -347,13 +336,13 @@ func (ic *Interceptors) unary(ctx context.Context, method string, req, reply any
 		if dl, ok := ctx.Deadline(); ok {
 			a.Deadline = math.Max(a.Now+time.Until(dl).Seconds(), math.SmallestNonzeroFloat64)
 		}
-		a.Expected = math.Float64frombits(ic.srttBits.Load())
+		a.Expected = ic.counters.Expected()
 		delay, v := ic.policy.Next(a, nil)
 		if v != retry.Retry {
-			ic.stops[v&7].Add(1)
+			ic.counters.Stopped(v)
 			return err
 		}
-		ic.retried.Add(1)
+		ic.counters.Retried()
 		if delay > 0 {
 			timer := time.NewTimer(clock.Duration(delay))
 			select {
@@ -385,7 +374,7 @@ func (ic *Interceptors) attempt(ctx context.Context, now float64, method string,
 	if ic.breaker != nil {
 		var berr error
 		if bt, berr = ic.breaker.Allow(now); berr != nil {
-			ic.refused.Add(1)
+			ic.counters.Refused()
 			return refusal(client.BreakerOpen, 0)
 		}
 	}
@@ -396,7 +385,7 @@ func (ic *Interceptors) attempt(ctx context.Context, now float64, method string,
 		place, _, why = ic.bulkhead.Enter(ctx, now, limit.Request{Class: shed.Critical}, &slot)
 		if why != limit.Admitted {
 			bt.Cancel()
-			ic.refused.Add(1)
+			ic.counters.Refused()
 			if cerr := ctx.Err(); cerr != nil {
 				return status.FromContextError(cerr).Err()
 			}
@@ -411,7 +400,7 @@ func (ic *Interceptors) attempt(ctx context.Context, now float64, method string,
 			ic.bulkhead.Exit(place, now, 0, o)
 		}
 	}()
-	ic.sent.Add(1)
+	ic.counters.Sent()
 	err = invoker(ctx, method, req, reply, cc, opts...)
 	end := ic.clk.Now()
 	o = ic.breakerOutcome(ctx, &bt, end, err)
@@ -419,7 +408,7 @@ func (ic *Interceptors) attempt(ctx context.Context, now float64, method string,
 		ic.throttle.Record(end, accepted(err))
 	}
 	if err == nil {
-		ic.observe(end - now)
+		ic.counters.Observe(end - now)
 	}
 	return err
 }
@@ -450,23 +439,6 @@ func accepted(err error) bool {
 	}
 	c := status.Code(err)
 	return c != codes.ResourceExhausted && c != codes.Unavailable
-}
-
-// observe folds a successful attempt's duration into the moving average
-// (weight 1/8).
-func (ic *Interceptors) observe(d float64) {
-	for {
-		old := ic.srttBits.Load()
-		v := math.Float64frombits(old)
-		if v == 0 {
-			v = d
-		} else {
-			v = float64(0.875*v) + float64(0.125*d)
-		}
-		if ic.srttBits.CompareAndSwap(old, math.Float64bits(v)) {
-			return
-		}
-	}
 }
 
 // forwardClass returns ctx with the class it carries in its outgoing

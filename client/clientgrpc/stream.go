@@ -53,14 +53,14 @@ func (ic *Interceptors) Stream() grpc.StreamClientInterceptor { return ic.stream
 func (ic *Interceptors) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	now := ic.clk.Now()
 	if ic.throttle != nil && !ic.throttle.Allow(now, rand.Float64()) {
-		ic.refused.Add(1)
+		ic.counters.Refused()
 		return nil, refusal(client.Throttled, 0)
 	}
 	var bt breaker.Ticket
 	if ic.breaker != nil {
 		var err error
 		if bt, err = ic.breaker.Allow(now); err != nil {
-			ic.refused.Add(1)
+			ic.counters.Refused()
 			return nil, refusal(client.BreakerOpen, 0)
 		}
 	}
@@ -69,7 +69,7 @@ func (ic *Interceptors) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 		place, _, why := ic.bulkhead.Enter(ctx, now, limit.Request{Class: shed.Critical}, &s.slot)
 		if why != limit.Admitted {
 			s.bt.Cancel()
-			ic.refused.Add(1)
+			ic.counters.Refused()
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, status.FromContextError(cerr).Err()
 			}
@@ -77,7 +77,7 @@ func (ic *Interceptors) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 		}
 		s.place = place
 	}
-	ic.sent.Add(1)
+	ic.counters.Sent()
 	cs, err := streamer(forwardClass(ctx), desc, cc, method, opts...)
 	if err != nil {
 		s.end(err, false)
