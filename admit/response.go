@@ -45,28 +45,17 @@ func (g *Gate) buildResponses() {
 		return base + name
 	}
 	for r := limit.Reason(1); int(r) < limit.NumReasons; r++ {
-		status, name, title, detail := http.StatusServiceUnavailable, "overloaded", "Service Unavailable", ""
+		status, name, title := http.StatusServiceUnavailable, "overloaded", "Service Unavailable"
 		switch r {
-		case limit.ReasonLimit:
-			detail = "the server is at its concurrency limit"
-		case limit.ReasonQueueFull:
-			detail = "the server is at its concurrency limit and its wait queue is full"
 		case limit.ReasonFairness:
 			status, name, title = http.StatusTooManyRequests, "fair-share", "Too Many Requests"
-			detail = "this client holds its fair share of the server's capacity"
-		case limit.ReasonExpired:
-			detail = "the request waited the longest allowed for a place"
-		case limit.ReasonCoDel:
-			detail = "the wait queue is standing; the request was dropped to drain it"
-		case limit.ReasonDeadline:
-			name, detail = "deadline", "the request's deadline passed or cannot be met at the current wait"
-		case limit.ReasonCancelled:
-			name, detail = "deadline", "the caller stopped waiting"
+		case limit.ReasonDeadline, limit.ReasonCancelled:
+			name = "deadline"
 		}
 		g.resp[r] = response{
 			status: status,
 			retry:  r != limit.ReasonDeadline && r != limit.ReasonCancelled,
-			body:   problemBody(typ(name), title, status, detail, r.String()),
+			body:   problemBody(typ(name), title, status, r.Detail(), r.String()),
 		}
 	}
 	g.retryVals = make(retryValues, min(g.retrySpan, maxRetryValues-1)+1)

@@ -248,6 +248,29 @@ func (r Reason) String() string {
 	return "reason " + strconv.Itoa(int(r))
 }
 
+// Detail returns a sentence for the refusal's answer to the client (a
+// problem+json detail, a gRPC status message): "the server is at its
+// concurrency limit", …; "" for Admitted.
+func (r Reason) Detail() string {
+	switch r {
+	case ReasonLimit:
+		return "the server is at its concurrency limit"
+	case ReasonQueueFull:
+		return "the server is at its concurrency limit and its wait queue is full"
+	case ReasonFairness:
+		return "this client holds its fair share of the server's capacity"
+	case ReasonExpired:
+		return "the request waited the longest allowed for a place"
+	case ReasonCoDel:
+		return "the wait queue is standing; the request was dropped to drain it"
+	case ReasonDeadline:
+		return "the request's deadline passed or cannot be met at the current wait"
+	case ReasonCancelled:
+		return "the caller stopped waiting"
+	}
+	return ""
+}
+
 // Waiter states.
 const (
 	waiting uint32 = iota

@@ -170,25 +170,15 @@ func newInterceptor(g *admit.Gate, opts Options) *interceptor {
 		ic.outcome = DefaultOutcome
 	}
 	for r := limit.Reason(1); int(r) < limit.NumReasons; r++ {
-		code, detail := codes.Unavailable, ""
+		code := codes.Unavailable
 		switch r {
-		case limit.ReasonLimit:
-			detail = "the server is at its concurrency limit"
-		case limit.ReasonQueueFull:
-			detail = "the server is at its concurrency limit and its wait queue is full"
 		case limit.ReasonFairness:
-			code, detail = codes.ResourceExhausted, "this client holds its fair share of the server's capacity"
-		case limit.ReasonExpired:
-			detail = "the call waited the longest allowed for a place"
-		case limit.ReasonCoDel:
-			detail = "the wait queue is standing; the call was dropped to drain it"
-		case limit.ReasonDeadline:
-			code, detail = codes.DeadlineExceeded, "the call's deadline passed or cannot be met at the current wait"
-		case limit.ReasonCancelled:
-			code, detail = codes.DeadlineExceeded, "the caller stopped waiting"
+			code = codes.ResourceExhausted
+		case limit.ReasonDeadline, limit.ReasonCancelled:
+			code = codes.DeadlineExceeded
 		}
 		ic.refusals[r] = refusal{
-			err:      status.Error(code, "spillway admission refused ("+r.String()+"): "+detail),
+			err:      status.Error(code, "spillway admission refused ("+r.String()+"): "+r.Detail()),
 			pushback: code == codes.Unavailable || code == codes.ResourceExhausted,
 		}
 	}
