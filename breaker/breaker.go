@@ -1,6 +1,6 @@
 // Package breaker is a circuit breaker: it stops calling a dependency that
 // keeps failing, answers at once with ErrOpen instead, and after a while lets
-// a trial call through to find out whether the dependency has recovered.
+// trial calls through to find out whether the dependency has recovered.
 // Failing fast keeps the caller's threads, pool slots and memory free, so a
 // dying dependency does not take its callers down with it (cascading
 // failure), and the dependency gets room to recover (seed 003; Michael
@@ -8,20 +8,44 @@
 //
 // A Breaker has three states:
 //
-//	CLOSED     calls pass; consecutive failures are counted and a success
-//	           resets the count. When the count reaches Threshold the
-//	           breaker opens at the time of that failure.
+//	CLOSED     calls pass and their outcomes are counted (see below). When
+//	           the count says so, the breaker opens at the time of the
+//	           report that tipped it.
 //	OPEN       calls are rejected with ErrOpen, without touching the
-//	           dependency, until Recovery seconds have passed since opening
-//	           (now − openedAt >= Recovery). The first call after that moves
-//	           the breaker to HALF_OPEN and is let through as a trial.
-//	HALF_OPEN  at most Trials trial calls are out at once (one by default;
-//	           others are rejected with ErrOpen). A trial's success closes
-//	           the breaker and resets the count; its failure opens it again
-//	           at the time of the failure.
+//	           dependency, until the open time has passed since opening
+//	           (now − openedAt >= open time). The first call after that
+//	           moves the breaker to HALF_OPEN and is let through as a trial.
+//	HALF_OPEN  Trials trial calls are let through per round (one by
+//	           default; others are rejected with ErrOpen). Their outcome
+//	           closes the breaker or opens it again at the time of the
+//	           deciding report.
 //
-// The failure count is not reset when the breaker opens, and a failed trial
-// adds one to it (as the seed's reference does); Snapshot exposes it.
+// What CLOSED counts is Config.Window:
+//
+//   - Consecutive (the default, the seed's breaker): consecutive failures;
+//     a success resets the count and Threshold failures in a row open the
+//     breaker. The count is not reset when the breaker opens, and a failed
+//     trial adds one to it (as the seed's reference does). In HALF_OPEN
+//     the first trial to report decides.
+//   - CountWindow: the outcomes of the last WindowCalls calls.
+//   - TimeWindow: the outcomes of the calls reported in the last
+//     WindowSeconds, in buckets of BucketSeconds.
+//
+// With a window the breaker opens when the window holds at least MinCalls
+// calls and the failure rate (failed/calls) reaches FailureRate or the
+// slow-call rate (calls that took SlowCall seconds or more from Allow to
+// Done, failed or not, over calls) reaches SlowCallRate. In HALF_OPEN it
+// waits for all Trials to report and closes if both of their rates are
+// below the thresholds, opens again otherwise. The window is emptied when
+// the breaker closes. This is resilience4j's model.
+//
+// The open time is Recovery the first time; with RecoveryMultiplier > 1
+// each failed HALF_OPEN round multiplies it, up to MaxRecovery, until the
+// breaker closes again.
+//
+// What counts as a failure is the caller's call: Done takes ok. HTTPFailure
+// is the default rule for HTTP clients (transport errors, timeouts and 5xx
+// but 501 are failures; 4xx never are).
 //
 // The API has two steps, so that code that cannot wrap a function — a proxy
 // forwarding a request, a stream — can use it: Allow(now) asks for
@@ -37,13 +61,11 @@
 // the breaker never reads a clock. A trial whose outcome is never reported
 // would hold HALF_OPEN forever, so when every trial slot is taken and the
 // latest trial started Recovery seconds ago, the trials out are presumed
-// lost, and the next call becomes a new trial (their late reports are then
+// lost, and the next call starts a new round (their late reports are then
 // discarded).
 //
-// Extension points, kept in one place each: the counting policy lives in
-// onFailureLocked/onSuccessLocked (a failure-rate window or a slow-call rate
-// would replace them), the open time in openLocked (a growing open time
-// would compute it there), and the trial policy in allowLocked.
+// For metrics, Counters reads cumulative counts without the lock and
+// Collector exports them to Prometheus.
 package breaker
 
 import (
@@ -51,14 +73,12 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrOpen is returned by Allow when the breaker is OPEN, or HALF_OPEN with
 // every trial slot taken: the call must not be made.
 var ErrOpen = errors.New("breaker: circuit open")
-
-// ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("breaker: invalid configuration")
 
 // State is a breaker state.
 type State uint8
@@ -69,6 +89,9 @@ const (
 	Open
 	HalfOpen
 )
+
+// numStates is the number of states, for tables indexed by State.
+const numStates = 3
 
 // String returns the state's name as the seed writes it: CLOSED, OPEN or
 // HALF_OPEN.
@@ -84,13 +107,6 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Defaults used for zero Config fields: the seed reference's breaker.
-const (
-	DefaultThreshold = 3 // consecutive failures
-	DefaultRecovery  = 5 // seconds
-	DefaultTrials    = 1 // concurrent trial calls
-)
-
 // Transition describes a state change, for Config.OnStateChange.
 type Transition struct {
 	From, To   State
@@ -98,75 +114,87 @@ type Transition struct {
 	Generation uint64  // the generation that began with it
 }
 
-// Config configures a Breaker. The zero value is the seed's breaker:
-// 3 consecutive failures open it for 5 seconds, then one trial call.
-type Config struct {
-	// Threshold is the number of consecutive failures that opens the
-	// breaker. Zero means DefaultThreshold; negative is invalid.
-	Threshold int
-	// Recovery is how long the breaker stays OPEN before a trial, in
-	// seconds; also how long a trial may stay unreported before its slot is
-	// presumed lost. Zero means DefaultRecovery; negative, NaN or infinite
-	// is invalid.
-	Recovery float64
-	// Trials is the most trial calls out at once in HALF_OPEN. Zero means
-	// DefaultTrials; negative is invalid. The first trial to report decides.
-	Trials int
-	// OnStateChange, if not nil, is called after every state change, outside
-	// the breaker's lock, on the goroutine whose Allow or Done caused it. It
-	// may call the breaker. Calls from different goroutines may run
-	// concurrently and arrive out of order; order them by Generation.
-	OnStateChange func(Transition)
-}
-
-// Validate reports the first invalid field, wrapped around ErrConfig.
-func (c Config) Validate() error {
-	switch {
-	case c.Threshold < 0:
-		return fmt.Errorf("%w: Config.Threshold = %d, want >= 0 (0 means %d)", ErrConfig, c.Threshold, DefaultThreshold)
-	case math.IsNaN(c.Recovery) || math.IsInf(c.Recovery, 0) || c.Recovery < 0:
-		return fmt.Errorf("%w: Config.Recovery = %v seconds, want a finite number >= 0 (0 means %v)", ErrConfig, c.Recovery, DefaultRecovery)
-	case c.Trials < 0:
-		return fmt.Errorf("%w: Config.Trials = %d, want >= 0 (0 means %d)", ErrConfig, c.Trials, DefaultTrials)
-	}
-	return nil
-}
-
-// Breaker is a consecutive-failures circuit breaker. It is safe for
-// concurrent use: one mutex guards the state, held for a few comparisons in
-// Allow and Done and never while user code (OnStateChange) runs. Allow and
-// Done do not allocate.
+// Breaker is a circuit breaker. It is safe for concurrent use. Allow in
+// CLOSED, Allow refusing while OPEN, and Done reporting a success while no
+// consecutive failure is counted (Consecutive) read a few atomics and take
+// no lock; Done, Cancel and the other Allow paths hold one mutex for a few
+// comparisons (and, with a time window, the O(1) amortised bucket update),
+// never while user code (OnStateChange) runs. Allow, Done and Cancel do not
+// allocate. Memory is fixed at New: at most MaxWindowCalls bytes for a
+// count window, 32 × MaxBuckets bytes for a time window.
 type Breaker struct {
-	// immutable after New
-	threshold int
-	recovery  float64
-	trials    int
-	onChange  func(Transition)
+	// Read by every call, written rarely (under mu): with the immutable
+	// fields, on cache lines of their own. word is gen<<2 | state.
+	// openedAt and openFor are float64 bits, written only as the breaker
+	// opens or closes, that is while it is CLOSED or HALF_OPEN: a reader
+	// that loads word and finds OPEN, then loads openedAt and openFor, then
+	// finds the same word again, has read the values of that OPEN period.
+	// failures is the count of consecutive failures (Consecutive), read by
+	// Done's lock-free success path.
+	word     atomic.Uint64
+	openedAt atomic.Uint64
+	openFor  atomic.Uint64
+	failures atomic.Int64
 
-	mu       sync.Mutex
-	state    State   // guarded by mu
-	gen      uint64  // guarded by mu; incremented on every state change
-	failures int     // guarded by mu; consecutive failures
-	openedAt float64 // guarded by mu; when the breaker last opened
-	trialAt  float64 // guarded by mu; when the latest trial was allowed
-	trialOut int     // guarded by mu; trials allowed in this round
+	// immutable after New
+	kind        WindowKind
+	threshold   int
+	recovery    float64
+	multiplier  float64
+	maxRecovery float64 // +Inf when not capped
+	trials      int
+	minCalls    int
+	failureRate float64
+	slowCall    float64 // 0: no call is slow
+	slowRate    float64
+	onChange    func(Transition)
+
+	_ [64]byte // whatever the alignment, no line shared with the above
+
+	// Written by every call. The outcome counters sit by the mutex: the
+	// locked paths bump them while they own its cache line.
+	mu         sync.Mutex
+	successes  atomic.Uint64
+	slowOK     atomic.Uint64
+	failed     atomic.Uint64
+	rejected   atomic.Uint64
+	cancelled  atomic.Uint64
+	state      State     // guarded by mu
+	gen        uint64    // guarded by mu; incremented on every state change and lost round
+	trialAt    float64   // guarded by mu; when the latest trial was allowed
+	trialOut   int       // guarded by mu; trials allowed in this round
+	probes     tally     // guarded by mu; this round's reported trials (windows)
+	fromProbes bool      // guarded by mu; the last opening was decided by trials (windows)
+	count      countRing // guarded by mu; CountWindow
+	time       timeRing  // guarded by mu; TimeWindow
+
+	transitions [numStates][numStates]atomic.Uint64 // changes by [from][to]
 }
 
-// New returns a CLOSED breaker, or an error naming the bad field.
+// New returns a CLOSED breaker, or a *ConfigError naming the bad field.
 func New(c Config) (*Breaker, error) {
-	if err := c.Validate(); err != nil {
+	c, err := c.resolve()
+	if err != nil {
 		return nil, err
 	}
-	if c.Threshold == 0 {
-		c.Threshold = DefaultThreshold
+	b := &Breaker{
+		kind: c.Window, threshold: c.Threshold, recovery: c.Recovery,
+		multiplier: c.RecoveryMultiplier, maxRecovery: c.MaxRecovery, trials: c.Trials,
+		minCalls: c.MinCalls, failureRate: c.FailureRate, slowCall: c.SlowCall, slowRate: c.SlowCallRate,
+		onChange: c.OnStateChange,
 	}
-	if c.Recovery == 0 {
-		c.Recovery = DefaultRecovery
+	if b.maxRecovery == 0 {
+		b.maxRecovery = math.Inf(1)
 	}
-	if c.Trials == 0 {
-		c.Trials = DefaultTrials
+	switch c.Window {
+	case CountWindow:
+		b.count = newCountRing(c.WindowCalls)
+	case TimeWindow:
+		n, _ := c.buckets() // validated by resolve
+		b.time = newTimeRing(c.BucketSeconds, n)
 	}
-	return &Breaker{threshold: c.Threshold, recovery: c.Recovery, trials: c.Trials, onChange: c.OnStateChange}, nil
+	b.openFor.Store(math.Float64bits(b.recovery))
+	return b, nil
 }
 
 // Ticket is the permission for one call, returned by Allow. Report the
@@ -176,6 +204,7 @@ func New(c Config) (*Breaker, error) {
 type Ticket struct {
 	b     *Breaker
 	gen   uint64
+	start float64 // the now of Allow, for the call's duration
 	trial bool
 	done  bool
 }
@@ -184,9 +213,24 @@ type Ticket struct {
 // Ticket on which the outcome must be reported; if not it returns ErrOpen
 // and a zero Ticket.
 func (b *Breaker) Allow(now float64) (Ticket, error) {
+	w := b.word.Load()
+	switch State(w & 3) {
+	case Closed:
+		return Ticket{b: b, gen: w >> 2, start: now}, nil
+	case Open:
+		openedAt := math.Float64frombits(b.openedAt.Load())
+		openFor := math.Float64frombits(b.openFor.Load())
+		if !(now-openedAt >= openFor) && b.word.Load() == w { // NaN times are refused too
+			b.rejected.Add(1)
+			return Ticket{}, ErrOpen
+		}
+	}
 	b.mu.Lock()
 	t, tr, changed, err := b.allowLocked(now)
 	b.mu.Unlock()
+	if err != nil {
+		b.rejected.Add(1)
+	}
 	if changed && b.onChange != nil {
 		b.onChange(tr)
 	}
@@ -198,13 +242,14 @@ func (b *Breaker) Allow(now float64) (Ticket, error) {
 func (b *Breaker) allowLocked(now float64) (t Ticket, tr Transition, changed bool, err error) {
 	switch b.state {
 	case Closed:
-		return Ticket{b: b, gen: b.gen}, tr, false, nil
+		return Ticket{b: b, gen: b.gen, start: now}, tr, false, nil
 	case Open:
-		if !(now-b.openedAt >= b.recovery) { // NaN times are refused too
+		if !(now-math.Float64frombits(b.openedAt.Load()) >= math.Float64frombits(b.openFor.Load())) {
 			return Ticket{}, tr, false, ErrOpen
 		}
 		tr = b.setStateLocked(HalfOpen, now)
 		b.trialOut = 0
+		b.probes = tally{}
 		changed = true
 	}
 	// HALF_OPEN.
@@ -212,35 +257,53 @@ func (b *Breaker) allowLocked(now float64) (t Ticket, tr Transition, changed boo
 		if !(now-b.trialAt >= b.recovery) {
 			return Ticket{}, tr, changed, ErrOpen
 		}
-		// No trial has started for Recovery seconds and none has
-		// reported: presume them lost, start a new round and discard their
-		// late reports.
+		// No trial has started for Recovery seconds and the round is not
+		// decided: presume the trials out lost, start a new round and
+		// discard their late reports.
 		b.gen++
+		b.publishLocked()
 		b.trialOut = 0
+		b.probes = tally{}
 	}
 	b.trialAt = now
 	b.trialOut++
-	return Ticket{b: b, gen: b.gen, trial: true}, tr, changed, nil
+	return Ticket{b: b, gen: b.gen, start: now, trial: true}, tr, changed, nil
 }
 
 // Done reports the outcome of the Ticket's call at now (seconds): ok is
-// true for a success. Only the first report on a Ticket counts, and only if
-// the breaker is still in the generation in which the call was allowed.
+// true for a success. The call's duration is now minus the now of Allow.
+// Only the first report on a Ticket counts, and it changes the breaker only
+// if the breaker is still in the generation in which the call was allowed
+// (Counters count it either way).
 func (t *Ticket) Done(now float64, ok bool) {
 	if t.b == nil || t.done {
 		return
 	}
 	t.done = true
 	b := t.b
+	if ok && b.kind == Consecutive && !t.trial && b.failures.Load() == 0 {
+		// The common case, without the lock: a success while no failure
+		// is counted changes nothing. If the ticket's generation is the
+		// current one the breaker is CLOSED (only trials are allowed in
+		// HALF_OPEN) and the count stays 0; if not, the report would be
+		// discarded.
+		b.successes.Add(1)
+		return
+	}
+	slow := b.slowCall > 0 && now-t.start >= b.slowCall
 	b.mu.Lock()
+	switch {
+	case !ok:
+		b.failed.Add(1)
+	case slow:
+		b.slowOK.Add(1)
+	default:
+		b.successes.Add(1)
+	}
 	var tr Transition
 	changed := false
 	if t.gen == b.gen {
-		if ok {
-			tr, changed = b.onSuccessLocked(now)
-		} else {
-			tr, changed = b.onFailureLocked(now)
-		}
+		tr, changed = b.recordLocked(now, !ok, slow)
 	}
 	b.mu.Unlock()
 	if changed && b.onChange != nil {
@@ -258,6 +321,7 @@ func (t *Ticket) Cancel() {
 	}
 	t.done = true
 	b := t.b
+	b.cancelled.Add(1)
 	b.mu.Lock()
 	if t.gen == b.gen && t.trial && b.trialOut > 0 {
 		b.trialOut--
@@ -265,52 +329,178 @@ func (t *Ticket) Cancel() {
 	b.mu.Unlock()
 }
 
-// onSuccessLocked: a success resets the count; a trial's success closes.
-func (b *Breaker) onSuccessLocked(now float64) (Transition, bool) {
-	b.failures = 0
-	if b.state == HalfOpen {
-		return b.setStateLocked(Closed, now), true
+// recordLocked counts a report of the current generation: the counting
+// policy. The state is the one in which the call was allowed (CLOSED or
+// HALF_OPEN): OPEN allows no call, and every state change starts a new
+// generation.
+func (b *Breaker) recordLocked(now float64, fail, slow bool) (Transition, bool) {
+	if b.kind == Consecutive {
+		if fail {
+			return b.onFailureLocked(now)
+		}
+		return b.onSuccessLocked(now)
 	}
-	return Transition{}, false
-}
-
-// onFailureLocked: a failure adds to the count; a trial's failure, or the
-// count reaching Threshold while CLOSED, opens the breaker.
-func (b *Breaker) onFailureLocked(now float64) (Transition, bool) {
-	b.failures++
-	if b.state == HalfOpen || b.failures >= b.threshold {
+	if b.state == HalfOpen {
+		b.probes.add(fail, slow)
+		switch {
+		case b.probes.calls < b.trials:
+			return Transition{}, false
+		case b.tripped(b.probes):
+			b.fromProbes = true
+			return b.openLocked(now), true
+		}
+		return b.closeLocked(now), true
+	}
+	var t tally
+	if b.kind == CountWindow {
+		t = b.count.add(fail, slow)
+	} else {
+		t = b.time.add(now, fail, slow)
+	}
+	if t.calls >= b.minCalls && b.tripped(t) {
+		b.fromProbes = false
 		return b.openLocked(now), true
 	}
 	return Transition{}, false
 }
 
-// openLocked opens the breaker at now.
+// tripped says whether t's failure rate or slow-call rate reaches its
+// threshold; t.calls > 0.
+func (b *Breaker) tripped(t tally) bool {
+	n := float64(t.calls)
+	return float64(t.failures)/n >= b.failureRate || (b.slowCall > 0 && float64(t.slow)/n >= b.slowRate)
+}
+
+// onSuccessLocked (Consecutive): a success resets the count; a trial's
+// success closes.
+func (b *Breaker) onSuccessLocked(now float64) (Transition, bool) {
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if b.state == HalfOpen {
+		return b.closeLocked(now), true
+	}
+	return Transition{}, false
+}
+
+// onFailureLocked (Consecutive): a failure adds to the count; a trial's
+// failure, or the count reaching Threshold while CLOSED, opens the breaker.
+func (b *Breaker) onFailureLocked(now float64) (Transition, bool) {
+	n := b.failures.Add(1)
+	if b.state == HalfOpen || n >= int64(b.threshold) {
+		return b.openLocked(now), true
+	}
+	return Transition{}, false
+}
+
+// openLocked opens the breaker at now. Opening again from HALF_OPEN
+// multiplies the open time (up to MaxRecovery).
 func (b *Breaker) openLocked(now float64) Transition {
-	b.openedAt = now
+	if b.state == HalfOpen && b.multiplier != 1 {
+		d := math.Float64frombits(b.openFor.Load())
+		b.openFor.Store(math.Float64bits(math.Min(d*b.multiplier, b.maxRecovery)))
+	}
+	b.openedAt.Store(math.Float64bits(now))
 	return b.setStateLocked(Open, now)
+}
+
+// closeLocked closes the breaker at now: the counts start afresh and the
+// open time goes back to Recovery.
+func (b *Breaker) closeLocked(now float64) Transition {
+	b.failures.Store(0)
+	b.count.reset()
+	b.time.reset()
+	b.openFor.Store(math.Float64bits(b.recovery))
+	return b.setStateLocked(Closed, now)
 }
 
 func (b *Breaker) setStateLocked(s State, now float64) Transition {
 	tr := Transition{From: b.state, To: s, At: now}
+	b.transitions[b.state][s].Add(1)
 	b.state = s
 	b.gen++
+	b.publishLocked()
 	tr.Generation = b.gen
 	return tr
 }
 
-// Snapshot is a consistent view of a breaker, for metrics and tests.
+// publishLocked makes the state and generation visible to Allow's
+// lock-free path.
+func (b *Breaker) publishLocked() { b.word.Store(b.gen<<2 | uint64(b.state)) }
+
+// Snapshot is a consistent view of a breaker, for tests and diagnostics.
 type Snapshot struct {
-	State      State
-	Failures   int     // consecutive failures counted so far
-	OpenedAt   float64 // when the breaker last opened (0 if never)
-	Generation uint64  // number of state changes and lost-trial rounds so far
+	State State
+	// Failures: with Consecutive, the consecutive failures counted so far.
+	// With a window, the failed calls among Calls.
+	Failures int
+	// Calls and Slow (windows only; zero with Consecutive) are the counts
+	// the breaker decides on: in CLOSED the window as of its latest report
+	// (a time window drops old buckets when a report arrives); in HALF_OPEN
+	// the trials of this round reported so far; in OPEN whichever of the
+	// two opened it.
+	Calls, Slow int
+	OpenedAt    float64 // when the breaker last opened (0 if never)
+	OpenFor     float64 // the open time of the last (or next) opening, in seconds
+	Generation  uint64  // number of state changes and lost-trial rounds so far
 }
 
 // Snapshot returns the breaker's current state. The state is the one the
-// last call left: an OPEN breaker whose Recovery has passed still reads OPEN
-// until a call arrives.
+// last call left: an OPEN breaker whose open time has passed still reads
+// OPEN until a call arrives.
 func (b *Breaker) Snapshot() Snapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Snapshot{State: b.state, Failures: b.failures, OpenedAt: b.openedAt, Generation: b.gen}
+	s := Snapshot{
+		State: b.state, OpenedAt: math.Float64frombits(b.openedAt.Load()),
+		OpenFor: math.Float64frombits(b.openFor.Load()), Generation: b.gen,
+	}
+	var t tally
+	switch {
+	case b.kind == Consecutive:
+		s.Failures = int(b.failures.Load())
+		return s
+	case b.state == HalfOpen || (b.state == Open && b.fromProbes):
+		t = b.probes
+	case b.kind == CountWindow:
+		t = b.count.sum
+	default:
+		t = b.time.sum
+	}
+	s.Calls, s.Failures, s.Slow = t.calls, t.failures, t.slow
+	return s
+}
+
+// Counters are a breaker's cumulative counts since New. Each reported call
+// is counted once, by its first report, whatever its generation: the
+// counts describe the dependency's answers, not only those the breaker
+// acted on.
+type Counters struct {
+	State     State  // as the last call left it
+	Successes uint64 // calls reported ok that were not slow
+	Slow      uint64 // calls reported ok that were slow (failed slow calls are Failures)
+	Failures  uint64 // calls reported failed, slow or not
+	Rejected  uint64 // Allow calls answered ErrOpen
+	Cancelled uint64 // tickets cancelled before any Done
+	// Transitions counts state changes, indexed [From][To] by State (0
+	// CLOSED, 1 OPEN, 2 HALF_OPEN). Only CLOSED→OPEN, OPEN→HALF_OPEN,
+	// HALF_OPEN→CLOSED and HALF_OPEN→OPEN occur.
+	Transitions [3][3]uint64
+}
+
+// Counters returns the breaker's counters, each read with one atomic load
+// and no lock (so the set is not one instant's, but each is exact and
+// monotonic). Safe for concurrent use with everything else.
+func (b *Breaker) Counters() Counters {
+	c := Counters{
+		State:     State(b.word.Load() & 3),
+		Successes: b.successes.Load(), Slow: b.slowOK.Load(), Failures: b.failed.Load(),
+		Rejected: b.rejected.Load(), Cancelled: b.cancelled.Load(),
+	}
+	for i := range b.transitions {
+		for j := range b.transitions[i] {
+			c.Transitions[i][j] = b.transitions[i][j].Load()
+		}
+	}
+	return c
 }

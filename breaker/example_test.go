@@ -38,3 +38,47 @@ func Example() {
 	// t=11 ok=true  state=CLOSED failures=0
 	// dependency called 5 times
 }
+
+// A breaker on the failure rate of the last 10 calls (at least 5), whose
+// open time doubles after each failed trial, up to a minute; HTTPFailure
+// decides what counts as a failure.
+func Example_failureRate() {
+	b, err := breaker.New(breaker.Config{
+		Window:      breaker.CountWindow,
+		WindowCalls: 10, MinCalls: 5, FailureRate: 0.5,
+		Recovery: 5, RecoveryMultiplier: 2, MaxRecovery: 60,
+	})
+	if err != nil {
+		panic(err)
+	}
+	statuses := []int{200, 404, 503, 200, 502, 504, 200}
+	for i, status := range statuses {
+		now := float64(i)
+		ticket, err := b.Allow(now)
+		if err != nil {
+			fmt.Printf("t=%v rejected\n", now)
+			continue
+		}
+		ticket.Done(now+0.05, !breaker.HTTPFailure(status, nil))
+		s := b.Snapshot()
+		fmt.Printf("t=%v status %d: %v, %d of %d calls failed\n", now, status, s.State, s.Failures, s.Calls)
+	}
+	// OPEN since 5.05 for 5 s: the trial at 11 fails, and the breaker
+	// opens again, for 10 s this time.
+	ticket, err := b.Allow(11)
+	if err != nil {
+		panic(err)
+	}
+	ticket.Done(11.05, false)
+	s := b.Snapshot()
+	fmt.Printf("t=11 trial failed: %v for %v s\n", s.State, s.OpenFor)
+	// Output:
+	// t=0 status 200: CLOSED, 0 of 1 calls failed
+	// t=1 status 404: CLOSED, 0 of 2 calls failed
+	// t=2 status 503: CLOSED, 1 of 3 calls failed
+	// t=3 status 200: CLOSED, 1 of 4 calls failed
+	// t=4 status 502: CLOSED, 2 of 5 calls failed
+	// t=5 status 504: OPEN, 3 of 6 calls failed
+	// t=6 rejected
+	// t=11 trial failed: OPEN for 10 s
+}
