@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/admit"
+	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/deadline"
@@ -206,7 +207,10 @@ func NewBulkhead(n int, maxWait time.Duration) (*admit.Gate, error) {
 //     Inside the breaker, so waiting for a place (or being refused one) is
 //     not counted as the dependency failing.
 //  5. Transport: send, with the class (Spillway-Criticality) and the
-//     remaining budget (Spillway-Timeout) of the caller's context.
+//     remaining budget (Spillway-Timeout) of the caller's context. When the
+//     transport balances (balancerhttp.Transport), a call that may be
+//     retried or hedged carries a balancer.Tried, so each retry goes to an
+//     endpoint the call has not tried yet.
 //
 // Responses that end a call are returned as they are (a 503 after the last
 // retry is the caller's 503); a locally refused call returns *Error.
@@ -223,6 +227,7 @@ type Transport struct {
 	bulkhead  *admit.Gate
 	hedger    *retry.Hedger
 	reserve   time.Duration
+	tried     bool // next avoids the endpoints a call has tried (balancer.Tried)
 
 	counters Counters
 }
@@ -239,6 +244,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if t.next == nil {
 		t.next = http.DefaultTransport
+	}
+	if a, ok := t.next.(interface{ AvoidsTried() bool }); ok {
+		t.tried = a.AvoidsTried()
 	}
 	if t.clk == nil {
 		t.clk = clock.NewReal()
@@ -271,6 +279,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	canRetry := t.policy != nil && replayable
 	if t.policy != nil {
 		t.policy.RecordRequest(now)
+	}
+	if t.tried && (canRetry || (t.hedger != nil && replayable)) {
+		// Let the balancer send retries and hedges to other endpoints.
+		ctx, _ = balancer.WithTried(ctx)
+		req = req.WithContext(ctx)
 	}
 	a := retry.Attempt{N: 1, After: -1}
 	sent := 0 // attempts that reached the dependency

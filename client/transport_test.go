@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/balancer/balancerhttp"
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/client"
 	"github.com/spillwayhq/spillway/deadline"
@@ -478,5 +480,56 @@ func TestBreakerRefusalIsRetriedAfterBackoff(t *testing.T) {
 	st := tr.Stats()
 	if s.count() != 2 || st.Refused == 0 {
 		t.Fatalf("server saw %d, %d refused locally; want 2 sent and at least one refusal between", s.count(), st.Refused)
+	}
+}
+
+// seqPicker returns its script's endpoint addresses in turn (cycling).
+type seqPicker struct {
+	mu     sync.Mutex
+	script []string
+	n      int
+}
+
+func (p *seqPicker) Pick(s *balancer.Snapshot, _ float64) (int, error) {
+	p.mu.Lock()
+	addr := p.script[p.n%len(p.script)]
+	p.n++
+	p.mu.Unlock()
+	for i := 0; i < s.Len(); i++ {
+		if s.Endpoint(i).Addr() == addr {
+			return i, nil
+		}
+	}
+	return 0, nil
+}
+
+// Over a balancing transport, a retry goes to an endpoint the call has not
+// tried, even when the picker would choose the failing one again.
+func TestRetryGoesToAnotherEndpoint(t *testing.T) {
+	bad := &script{statuses: []int{503}}
+	good := &script{statuses: []int{200}}
+	badSrv, goodSrv := httptest.NewServer(bad), httptest.NewServer(good)
+	defer badSrv.Close()
+	defer goodSrv.Close()
+	badAddr, goodAddr := strings.TrimPrefix(badSrv.URL, "http://"), strings.TrimPrefix(goodSrv.URL, "http://")
+	set, err := balancer.NewSet(balancer.SetConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Update(0, []balancer.Endpoint{{Addr: badAddr}, {Addr: goodAddr}})
+	// The picker's first two answers are the bad endpoint: without the
+	// tried set both attempts would land there.
+	lb, err := balancerhttp.New(balancerhttp.Config{Set: set, Picker: &seqPicker{script: []string{badAddr, badAddr, goodAddr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.CloseIdleConnections()
+	_, c := newTransport(t, client.Config{Transport: lb, Retry: fastPolicy(t, 2, nil)})
+	req, _ := http.NewRequest(http.MethodGet, "http://service.local/", nil)
+	if st, err := do(t, c, req); st != 200 || err != nil {
+		t.Fatalf("%d %v, want the retry served by the other endpoint", st, err)
+	}
+	if bad.count() != 1 || good.count() != 1 {
+		t.Fatalf("bad endpoint saw %d, good %d; want 1 and 1", bad.count(), good.count())
 	}
 }

@@ -175,6 +175,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	snap := t.set.Current(now)
 	i, err := t.pick(snap, req, now)
+	tried := balancer.TriedFrom(req.Context())
+	if err == nil && tried != nil && tried.Has(snap.Endpoint(i).Addr()) && snap.Len() > tried.Len() {
+		// A retry or hedge of a call that already used this endpoint: pick
+		// again a few times for one it has not tried (a fast-failing
+		// endpoint looks the emptiest to a least-request picker).
+		for k := 0; k < 3; k++ {
+			j, err2 := t.picker.Pick(snap, now)
+			if err2 == nil && j >= 0 && j < snap.Len() && !tried.Has(snap.Endpoint(j).Addr()) {
+				i = j
+				break
+			}
+		}
+	}
 	if err != nil {
 		closeBody(req)
 		if errors.Is(err, balancer.ErrNoEndpoints) {
@@ -184,6 +197,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ep := snap.Endpoint(i)
 	ep.Start()
+	if tried != nil {
+		tried.Add(ep.Addr())
+	}
 
 	c := &call{ep: ep, start: now, req: *req, url: *req.URL}
 	c.url.Scheme, c.url.Host = t.scheme, ep.Addr()
@@ -222,6 +238,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.wrap.c = c
 	return resp, nil
 }
+
+// AvoidsTried reports that the Transport reads balancer.Tried from the
+// request's context: client.Transport then records a call's endpoints so
+// that its retries and hedges go to endpoints it has not tried.
+func (t *Transport) AvoidsTried() bool { return true }
 
 var (
 	errNilURL      = errors.New("balancerhttp: request URL is nil")
