@@ -1,11 +1,21 @@
 // Package health decides which endpoints may receive traffic: active checks
 // (probe every Interval, Fall failures in a row mark an endpoint down, Rise
 // successes mark it up) and passive checks (consecutive bad answers in real
-// traffic). This file holds the timing model of seed 001, which answers
-// "how long until a dead server stops getting traffic, and how many requests
-// fail meanwhile" for a given setting.
+// traffic).
 //
-// Times are float64 seconds, as everywhere in Spillway's policy code.
+//   - Tracker is the fall/rise state machine, fed results and instants;
+//     Checker runs it for a set of targets, one goroutine each, with HTTP,
+//     TCP or gRPC health v1 checks at jittered intervals, and reports
+//     transitions (OnChange) — to a balancer.Set, typically.
+//   - Detector is passive outlier detection (Envoy's): consecutive 5xx or
+//     gateway failures eject an endpoint for a time that grows with each
+//     ejection, never more than a share of the fleet.
+//   - CheckTiming and PassiveTiming are the timing model of seed 001, which
+//     answers "how long until a dead server stops getting traffic, and how
+//     many requests fail meanwhile" for a given setting.
+//
+// Times are float64 seconds in the policy types, as everywhere in
+// Spillway's policy code; only Checker reads a clock.
 package health
 
 // CheckTiming is an active health-check setting.
