@@ -297,51 +297,14 @@ type adaptiveEvent struct {
 	class  shed.Class
 }
 
-// adaptiveHeap is a min-heap of completions by (at, seq).
-type adaptiveHeap []adaptiveEvent
+// adaptiveHeap is the queue of completions, by (at, seq).
+type adaptiveHeap = minHeap[adaptiveEvent]
 
-func (h adaptiveHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+func (e adaptiveEvent) before(o adaptiveEvent) bool {
+	if e.at != o.at {
+		return e.at < o.at
 	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *adaptiveHeap) push(e adaptiveEvent) {
-	*h = append(*h, e)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-func (h *adaptiveHeap) pop() adaptiveEvent {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		m, l, r := i, 2*i+1, 2*i+2
-		if l < n && s.less(l, m) {
-			m = l
-		}
-		if r < n && s.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
+	return e.seq < o.seq
 }
 
 // adaptiveWaiter is a request in the Limiter's wait queue, as the simulator

@@ -259,46 +259,9 @@ type retryStormEvent struct {
 	n      int    // attempt number, 1 for a new request
 }
 
-// retryStormHeap is a binary min-heap of events by (bucket, seq).
-type retryStormHeap []retryStormEvent
+// retryStormHeap is the queue of retries, by (bucket, seq).
+type retryStormHeap = minHeap[retryStormEvent]
 
-func (h retryStormHeap) less(a, b int) bool {
-	return h[a].bucket < h[b].bucket || (h[a].bucket == h[b].bucket && h[a].seq < h[b].seq)
-}
-
-func (h *retryStormHeap) push(e retryStormEvent) {
-	*h = append(*h, e)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-func (h *retryStormHeap) pop() retryStormEvent {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < len(s) && s.less(l, m) {
-			m = l
-		}
-		if l+1 < len(s) && s.less(l+1, m) {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
+func (e retryStormEvent) before(o retryStormEvent) bool {
+	return e.bucket < o.bucket || (e.bucket == o.bucket && e.seq < o.seq)
 }

@@ -438,46 +438,9 @@ func (p retryStormParams) simulateReal(o *retryStormRealFlags, row retryStormRea
 	}
 }
 
-// retryStormCallHeap is a binary min-heap of calls by (t, seq).
-type retryStormCallHeap []retryStormCall
+// retryStormCallHeap is the queue of calls in flight, by (t, seq).
+type retryStormCallHeap = minHeap[retryStormCall]
 
-func (h retryStormCallHeap) less(a, b int) bool {
-	return h[a].t < h[b].t || (h[a].t == h[b].t && h[a].seq < h[b].seq)
-}
-
-func (h *retryStormCallHeap) push(c retryStormCall) {
-	*h = append(*h, c)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s.less(i, parent) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
-
-func (h *retryStormCallHeap) pop() retryStormCall {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < len(s) && s.less(l, m) {
-			m = l
-		}
-		if l+1 < len(s) && s.less(l+1, m) {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
+func (c retryStormCall) before(o retryStormCall) bool {
+	return c.t < o.t || (c.t == o.t && c.seq < o.seq)
 }
