@@ -18,6 +18,7 @@ import (
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/client"
 	"github.com/spillwayhq/spillway/deadline"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/throttle"
@@ -391,14 +392,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		wg.Wait()
 		inner.CloseIdleConnections()
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("%d goroutines after, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.Settle(t, before, 10*time.Second)
 }
 
 // A slow first attempt is raced by a hedge after the hedging delay; the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // guard bounds how long a test waits for something that should happen at
@@ -270,13 +271,5 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			t.Fatalf("%T: Run did not return after cancel", src)
 		}
 	}
-	deadline := time.Now().Add(guard)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines, %d before the sources ran:\n%s",
-				runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(time.Millisecond)
-	}
+	leakcheck.Settle(t, before, guard)
 }

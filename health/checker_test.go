@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // event is one OnChange call.
@@ -373,14 +375,7 @@ func TestCheckerStopCancelsChecks(t *testing.T) {
 // settle waits until the number of goroutines is at most n.
 func settle(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > n {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines, want ≤ %d\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	leakcheck.Settle(t, n, 10*time.Second)
 }
 
 func TestCheckerNoGoroutineLeak(t *testing.T) {

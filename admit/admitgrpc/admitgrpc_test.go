@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spillwayhq/spillway/admit"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 	"github.com/spillwayhq/spillway/limit"
 	"github.com/spillwayhq/spillway/shed"
 )
@@ -727,22 +727,7 @@ func TestNilGatePanics(t *testing.T) {
 }
 
 func TestNoGoroutineLeak(t *testing.T) {
-	settle := func(limit int) int {
-		end := time.Now().Add(wait)
-		n := runtime.NumGoroutine()
-		for n > limit && time.Now().Before(end) {
-			time.Sleep(10 * time.Millisecond)
-			n = runtime.NumGoroutine()
-		}
-		return n
-	}
-	// The baseline: the lowest count over 200 ms, so goroutines of earlier
-	// tests still winding down do not count against this one.
-	before := runtime.NumGoroutine()
-	for range 20 {
-		time.Sleep(10 * time.Millisecond)
-		before = min(before, runtime.NumGoroutine())
-	}
+	before := leakcheck.Baseline()
 
 	lc := limit.LimiterConfig{Shares: []float64{1}, Queue: limit.QueueConfig{Discipline: limit.FIFO, MaxWait: 5}}
 	g := newGate(t, 1, lc, admit.Config{})
@@ -763,8 +748,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 	s.stop()
 
-	if after := settle(before); after > before {
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d before, %d after the server stopped\n%s", before, after, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.Settle(t, before, wait)
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // wait is the generous bound for anything polled: far above what a busy
@@ -323,13 +324,5 @@ func TestLoopbackNoGoroutineLeak(t *testing.T) {
 			s.stop()
 		}
 	}()
-	deadline := time.Now().Add(wait)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:n])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	leakcheck.Settle(t, before, wait)
 }

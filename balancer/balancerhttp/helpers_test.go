@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // wait is the generous bound for anything polled: far above what a busy
@@ -185,13 +185,5 @@ func newBody(s string) *closeCounter { return &closeCounter{Reader: strings.NewR
 // goroutinesBack polls until no more goroutines run than before.
 func goroutinesBack(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines, %d before the test:\n%s", runtime.NumGoroutine(), before, buf[:n])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	leakcheck.Settle(t, before, wait)
 }

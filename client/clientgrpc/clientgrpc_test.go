@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/client"
 	"github.com/spillwayhq/spillway/client/clientgrpc"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
 	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/throttle"
@@ -563,22 +563,7 @@ func TestDefaultFailure(t *testing.T) {
 // No goroutine outlives the calls and streams: retry sleeps cut by the
 // context, a bulkhead wait that times out, an abandoned stream.
 func TestNoGoroutineLeak(t *testing.T) {
-	settle := func(limit int) int {
-		end := time.Now().Add(wait)
-		n := runtime.NumGoroutine()
-		for n > limit && time.Now().Before(end) {
-			time.Sleep(10 * time.Millisecond)
-			n = runtime.NumGoroutine()
-		}
-		return n
-	}
-	// The baseline: the lowest count over 200 ms, so goroutines of earlier
-	// tests still winding down do not count against this one.
-	before := runtime.NumGoroutine()
-	for range 20 {
-		time.Sleep(10 * time.Millisecond)
-		before = min(before, runtime.NumGoroutine())
-	}
+	before := leakcheck.Baseline()
 
 	func() {
 		bh, _ := client.NewBulkhead(1, 20*time.Millisecond)
@@ -605,8 +590,6 @@ func TestNoGoroutineLeak(t *testing.T) {
 		eventually(t, "abandoned stream's place released", func() bool { return bh.Limiter().InFlight() == 0 })
 	}()
 
-	if after := settle(before); after > before {
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d before, %d after\n%s", before, after, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.Settle(t, before, wait)
+
 }
