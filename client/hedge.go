@@ -24,10 +24,10 @@ type hedgeResult struct {
 // last answer, when all are), the others are cancelled and their bodies
 // closed. Each attempt goes through the breaker and the bulkhead like any
 // other. The winner's context is cancelled when its body is closed.
-func (t *Transport) hedged(ctx context.Context, req *http.Request, n int) (*http.Response, error) {
-	delay := t.hedger.Delay(t.clk.Now())
+func (t *Transport) hedged(ctx context.Context, req *http.Request, n int, now float64) (*http.Response, error) {
+	delay := t.hedger.Delay(now)
 	if math.IsInf(delay, 1) {
-		return t.attempt(ctx, req, n)
+		return t.attempt(ctx, req, n, now)
 	}
 	results := make(chan hedgeResult, 1+t.hedger.MaxHedges())
 	var cancels []context.CancelFunc // every attempt's; cancelling twice is harmless
@@ -37,7 +37,7 @@ func (t *Transport) hedged(ctx context.Context, req *http.Request, n int) (*http
 		cancels = append(cancels, cancel)
 		r = r.WithContext(actx)
 		go func() {
-			resp, err := t.attempt(actx, r, n)
+			resp, err := t.attempt(actx, r, n, t.clk.Now())
 			results <- hedgeResult{resp, err, cancel, idx}
 		}()
 	}

@@ -302,9 +302,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var resp *http.Response
 		var err error
 		if t.hedger != nil && replayable {
-			resp, err = t.hedged(ctx, r, a.N)
+			resp, err = t.hedged(ctx, r, a.N, now)
 		} else {
-			resp, err = t.attempt(ctx, r, a.N)
+			resp, err = t.attempt(ctx, r, a.N, now)
 		}
 		local, isLocal := err.(*Error) // attempt returns *Error unwrapped
 		if !isLocal {
@@ -358,12 +358,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		a.Prev = delay
 		a.N++
+		now = t.clk.Now()
 	}
 }
 
-// attempt sends one attempt through the breaker and the bulkhead.
-func (t *Transport) attempt(ctx context.Context, req *http.Request, n int) (*http.Response, error) {
-	now := t.clk.Now()
+// attempt sends one attempt, starting at now, through the breaker and the
+// bulkhead.
+func (t *Transport) attempt(ctx context.Context, req *http.Request, n int, now float64) (*http.Response, error) {
 	var bt breaker.Ticket
 	if t.breaker != nil {
 		var err error
