@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/spillwayhq/spillway/client"
 	"github.com/spillwayhq/spillway/deadline"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"go.uber.org/goleak"
 	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/throttle"
@@ -362,7 +362,7 @@ func TestForwardsClassAndDeadline(t *testing.T) {
 // No goroutine outlives the calls: a bulkhead wait that times out, a retry
 // sleep cut by the context, bodies released.
 func TestNoGoroutineLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
+	ignore := goleak.IgnoreCurrent()
 	func() {
 		s := &script{statuses: []int{503}, headers: map[string]string{"Retry-After": "30"}}
 		srv := httptest.NewServer(s)
@@ -392,7 +392,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		wg.Wait()
 		inner.CloseIdleConnections()
 	}()
-	leakcheck.Settle(t, before, 10*time.Second)
+	leakcheck.Verify(t, 10*time.Second, ignore)
 }
 
 // A slow first attempt is raced by a hedge after the hedging delay; the

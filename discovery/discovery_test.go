@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
 // guard bounds how long a test waits for something that should happen at
@@ -236,7 +236,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	if err := os.WriteFile(path, []byte("- addr: 10.0.0.1:80\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := runtime.NumGoroutine()
+	ignore := goleak.IgnoreCurrent()
 	sources := []Source{
 		Static(ep("a:1", 1)),
 		&DNS{Name: "svc.test", Port: 80, Resolver: &Client{Servers: []string{srv.addr}}, MinTTL: time.Millisecond, MaxTTL: time.Millisecond},
@@ -271,5 +271,5 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			t.Fatalf("%T: Run did not return after cancel", src)
 		}
 	}
-	leakcheck.Settle(t, before, guard)
+	leakcheck.Verify(t, guard, ignore)
 }

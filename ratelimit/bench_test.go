@@ -2,16 +2,14 @@ package ratelimit_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/spillwayhq/spillway/ratelimit"
-	"golang.org/x/time/rate"
 )
 
 // The benchmarks decide with the state in place and now stepping by a fixed
 // amount per request: 1/150 s against a limit of 100/s, so about a third of
 // the decisions are refusals (which compute Retry-After). Compare with
-// x/time/rate's AllowN below, which runs in the same process.
+// x/time/rate's AllowN, in the side module bench/peers (ratelimit/xtimerate_test.go).
 
 const (
 	benchRate  = 100
@@ -115,31 +113,5 @@ func BenchmarkLimiterTokenBucket(b *testing.B) {
 	for b.Loop() {
 		now += benchStep
 		sink = lim.AllowN(now, 1)
-	}
-}
-
-var xsink bool
-
-// BenchmarkXTimeRateAllowN is golang.org/x/time/rate's AllowN(t, 1) with a
-// fixed time, as in its own BenchmarkAllowN: the reference point for the
-// figures above.
-func BenchmarkXTimeRateAllowN(b *testing.B) {
-	lim := rate.NewLimiter(benchRate, benchBurst)
-	t := time.Now()
-	b.ReportAllocs()
-	for b.Loop() {
-		xsink = lim.AllowN(t, 1)
-	}
-}
-
-// BenchmarkXTimeRateAllowNStepping steps the time like the benchmarks above.
-func BenchmarkXTimeRateAllowNStepping(b *testing.B) {
-	lim := rate.NewLimiter(benchRate, benchBurst)
-	t := time.Now()
-	step := time.Second / 150
-	b.ReportAllocs()
-	for b.Loop() {
-		t = t.Add(step)
-		xsink = lim.AllowN(t, 1)
 	}
 }

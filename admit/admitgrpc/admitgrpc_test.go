@@ -22,6 +22,7 @@ import (
 
 	"github.com/spillwayhq/spillway/admit"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"go.uber.org/goleak"
 	"github.com/spillwayhq/spillway/limit"
 	"github.com/spillwayhq/spillway/shed"
 )
@@ -727,7 +728,7 @@ func TestNilGatePanics(t *testing.T) {
 }
 
 func TestNoGoroutineLeak(t *testing.T) {
-	before := leakcheck.Baseline()
+	ignore := goleak.IgnoreCurrent()
 
 	lc := limit.LimiterConfig{Shares: []float64{1}, Queue: limit.QueueConfig{Discipline: limit.FIFO, MaxWait: 5}}
 	g := newGate(t, 1, lc, admit.Config{})
@@ -748,5 +749,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 	s.stop()
 
-	leakcheck.Settle(t, before, wait)
+	leakcheck.Verify(t, wait, ignore)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
 // wait is the generous bound for anything polled: far above what a busy
@@ -302,7 +302,7 @@ func TestLoopback(t *testing.T) {
 }
 
 func TestLoopbackNoGoroutineLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
+	ignore := goleak.IgnoreCurrent()
 	func() {
 		ss := []*server{serve(t), serve(t)}
 		r := manual.NewBuilderWithScheme("spillway-leak")
@@ -324,5 +324,5 @@ func TestLoopbackNoGoroutineLeak(t *testing.T) {
 			s.stop()
 		}
 	}()
-	leakcheck.Settle(t, before, wait)
+	leakcheck.Verify(t, wait, ignore)
 }

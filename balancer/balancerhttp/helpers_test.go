@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"go.uber.org/goleak"
 )
 
 // wait is the generous bound for anything polled: far above what a busy
@@ -182,8 +183,9 @@ func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
 
 func newBody(s string) *closeCounter { return &closeCounter{Reader: strings.NewReader(s)} }
 
-// goroutinesBack polls until no more goroutines run than before.
-func goroutinesBack(t *testing.T, before int) {
+// goroutinesBack fails t if a goroutine not in ignore is still running
+// after the wait.
+func goroutinesBack(t *testing.T, ignore goleak.Option) {
 	t.Helper()
-	leakcheck.Settle(t, before, wait)
+	leakcheck.Verify(t, wait, ignore)
 }

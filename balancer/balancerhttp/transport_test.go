@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,8 @@ import (
 	"github.com/spillwayhq/spillway/discovery"
 	"github.com/spillwayhq/spillway/health"
 	"github.com/spillwayhq/spillway/retry"
+
+	"go.uber.org/goleak"
 )
 
 func TestSpreadKeepsVirtualHost(t *testing.T) {
@@ -590,7 +591,7 @@ func TestNewConfigErrors(t *testing.T) {
 }
 
 func TestNoGoroutineLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
+	ignore := goleak.IgnoreCurrent()
 	func() {
 		a, b := newBackend(t, "a"), newBackend(t, "b")
 		clk := clock.NewReal()
@@ -631,7 +632,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		a.srv.Close()
 		b.srv.Close()
 	}()
-	goroutinesBack(t, before)
+	goroutinesBack(t, ignore)
 }
 
 func TestMisbehavingInnerAndPicker(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/spillwayhq/spillway/client"
 	"github.com/spillwayhq/spillway/client/clientgrpc"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"go.uber.org/goleak"
 	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/throttle"
@@ -563,7 +564,7 @@ func TestDefaultFailure(t *testing.T) {
 // No goroutine outlives the calls and streams: retry sleeps cut by the
 // context, a bulkhead wait that times out, an abandoned stream.
 func TestNoGoroutineLeak(t *testing.T) {
-	before := leakcheck.Baseline()
+	ignore := goleak.IgnoreCurrent()
 
 	func() {
 		bh, _ := client.NewBulkhead(1, 20*time.Millisecond)
@@ -590,6 +591,6 @@ func TestNoGoroutineLeak(t *testing.T) {
 		eventually(t, "abandoned stream's place released", func() bool { return bh.Limiter().InFlight() == 0 })
 	}()
 
-	leakcheck.Settle(t, before, wait)
+	leakcheck.Verify(t, wait, ignore)
 
 }
