@@ -3,6 +3,7 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -561,81 +562,144 @@ func TestSnapshotTable(t *testing.T) {
 	}
 }
 
-// Update, health changes and drains race with picks, Start and Done; run
-// with -race. Every request is finished, so every count ends at 0.
+// Update, health changes and drains race with picks, Start and Done on
+// lock-free snapshots (run with -race): tables match the membership they were
+// built for, every request ends on the EndpointState it started on (also on
+// states removed meanwhile), so every count ends at 0, and every published
+// state is picked. The interleaving does not rely on the scheduler: after
+// each mutation the mutator hands its snapshot's version to every picker and
+// waits until each has picked every endpoint of a snapshot at least that new,
+// while the pickers keep picking through the next mutation.
 func TestSetConcurrent(t *testing.T) {
+	const pickers, cycles, overlap = 4, 12, 50
 	s := newSet(t, SetConfig{SlowStart: 0.05})
 	all := []Endpoint{{Addr: "a", Weight: 1}, {Addr: "b", Weight: 2}, {Addr: "c", Weight: 3}, {Addr: "d"}, {Addr: "e"}}
 	s.Update(0, all)
 	var clock atomic.Int64 // microseconds of fake time
 	now := func() float64 { return float64(clock.Add(1)) / 1e6 }
-	pickers := []SetPicker{&WeightedRandom{}, &LeastRequest{}, &LeastRequest{Choices: 3, Bias: 0.5},
-		&PeakEWMA{}, &SmoothWeighted{}, Loaded{&P2C{}}, Loaded{&RoundRobin{}}}
 	tb := &countingBuilder{}
-	var seen sync.Map
-	var pickersWG, mutatorWG sync.WaitGroup
+	shared := []SetPicker{&WeightedRandom{}, &LeastRequest{}, &LeastRequest{Choices: 3, Bias: 0.5},
+		&PeakEWMA{}, &SmoothWeighted{}, Loaded{&P2C{}}, Loaded{&RoundRobin{}}}
+	pub := make([]chan uint64, pickers) // mutator → picker g: a published version
+	ack := make(chan map[*EndpointState]bool, pickers)
 	stop := make(chan struct{})
-	for g := 0; g < 4; g++ {
-		pickersWG.Add(1)
+	var wg sync.WaitGroup
+	for g := range pickers {
+		pub[g] = make(chan uint64, 1)
+		wg.Add(1)
 		go func(g int) {
-			defer pickersWG.Done()
-			for k := 0; k < 3000; k++ {
-				p := pickers[(g+k)%len(pickers)]
-				e, err := s.Pick(now(), p)
-				if err != nil {
-					continue
-				}
-				seen.Store(e, true)
-				if k%50 == 0 {
-					snap := s.Current(now())
-					if v, _ := snap.Table(tb); len(v.([]string)) != snap.Len() {
-						t.Error("table of another membership")
-					}
-				}
-				e.Done(now(), 0.001*float64(1+k%5), k%7 != 0)
-			}
+			defer wg.Done()
+			// Its own round robin makes it cover a stable snapshot in Len picks.
+			ps := append(slices.Clone(shared[g%len(shared):]), shared[:g%len(shared)]...)
+			ps = append(ps, Loaded{&RoundRobin{}})
+			concurrentPicker(t, s, ps, now, tb, pub[g], ack, stop, overlap)
 		}(g)
 	}
-	mutatorWG.Add(1)
-	go func() {
-		defer mutatorWG.Done()
-		for k := 0; ; k++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			t := now()
-			switch k % 6 {
-			case 0:
-				s.Update(t, all[:3+k%3])
-			case 1:
-				s.SetHealthy(t, "b", k%4 == 1)
-			case 2:
-				s.Eject(t, "c", t+0.001)
-			case 3:
-				s.Drain(t, "a", k%4 == 3)
-			case 4:
-				s.Update(t, all)
-			case 5:
-				s.State(t, "d")
-			}
+	published := map[*EndpointState]bool{}
+	seen := map[*EndpointState]bool{}
+	for k := 0; k < 6*cycles; k++ {
+		mutateStep(s, now(), all, k)
+		snap := s.Snapshot()
+		for i := range snap.Len() {
+			published[snap.Endpoint(i)] = true
 		}
-	}()
-	pickersWG.Wait()
+		for g := range pickers {
+			pub[g] <- snap.Version()
+		}
+		for range pickers {
+			maps.Copy(seen, <-ack)
+		}
+	}
 	close(stop)
-	mutatorWG.Wait()
-	n := 0
-	seen.Range(func(k, _ any) bool {
-		n++
-		if e := k.(*EndpointState); e.InFlight() != 0 {
+	wg.Wait()
+	// a, b and c stay; each cycle removes d and e, and their return makes new states.
+	if want := 3 + 2*cycles; len(published) != want {
+		t.Errorf("%d endpoint states published, want %d", len(published), want)
+	}
+	for e := range published {
+		if !seen[e] {
+			t.Errorf("%s: a published state was never picked", e.Addr())
+		}
+	}
+	for e := range seen {
+		if e.InFlight() != 0 {
 			t.Errorf("%s: %d in flight after all requests finished", e.Addr(), e.InFlight())
 		}
-		return true
-	})
-	if n < 5 {
-		t.Errorf("only %d endpoint states picked; the updates should create several", n)
 	}
+}
+
+// mutateStep applies the k-th of TestSetConcurrent's six mutations in turn.
+func mutateStep(s *Set, t float64, all []Endpoint, k int) {
+	switch k % 6 {
+	case 0:
+		s.Update(t, all[:3])
+	case 1:
+		s.SetHealthy(t, "b", k%4 == 1)
+	case 2:
+		s.Eject(t, "c", t+0.001)
+	case 3:
+		s.Drain(t, "a", k%4 == 3)
+	case 4:
+		s.Update(t, all)
+	case 5:
+		s.State(t, "d")
+	}
+}
+
+// concurrentPicker picks in a loop with the pickers ps in turn. On a version
+// from pub it answers on ack, with the states it picked since, once these
+// cover the current snapshot and that is at least as new; it then picks
+// overlap more times, racing the next mutation, and waits for the next
+// version or stop.
+func concurrentPicker(t *testing.T, s *Set, ps []SetPicker, now func() float64, tb *countingBuilder,
+	pub <-chan uint64, ack chan<- map[*EndpointState]bool, stop <-chan struct{}, overlap int) {
+	var want uint64
+	var picked map[*EndpointState]bool // since want; nil when not asked
+	extra := 0
+	for k := 0; ; k++ {
+		if picked == nil && extra == 0 {
+			select {
+			case want = <-pub:
+				picked = map[*EndpointState]bool{}
+			case <-stop:
+				return
+			}
+		}
+		e, err := s.Pick(now(), ps[k%len(ps)])
+		if err == nil {
+			if picked != nil {
+				picked[e] = true
+			}
+			e.Done(now(), 0.001*float64(1+k%5), k%7 != 0)
+		}
+		if k%50 == 0 {
+			snap := s.Current(now())
+			if v, _ := snap.Table(tb); len(v.([]string)) != snap.Len() {
+				t.Error("table of another membership")
+			}
+		}
+		switch {
+		case picked != nil && covers(picked, s.Snapshot(), want):
+			ack <- picked
+			picked, extra = nil, overlap
+		case picked == nil:
+			extra--
+		}
+	}
+}
+
+// covers reports whether snap is at least version want and every one of its
+// endpoints is in picked.
+func covers(picked map[*EndpointState]bool, snap *Snapshot, want uint64) bool {
+	if snap.Version() < want {
+		return false
+	}
+	for i := range snap.Len() {
+		if !picked[snap.Endpoint(i)] {
+			return false
+		}
+	}
+	return true
 }
 
 // The hook with a real table: Maglev answers are snapshot indices.
