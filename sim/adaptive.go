@@ -41,7 +41,7 @@ var adaptive = Scenario{
 		p.target = f.Float("target", limit.DefaultCoDelTarget, Positive, "--queue codel: CoDel's target queue wait, seconds (at most 3600)")
 		p.interval = f.Float("interval", limit.DefaultCoDelWindow, Positive, "--queue codel: CoDel's interval, seconds (at most 3600)")
 		return func() (*Report, error) {
-			p.seed = *seed
+			p.seed, p.blame = *seed, f.Blame
 			return runAdaptive(p)
 		}
 	},
@@ -65,6 +65,7 @@ type adaptiveParams struct {
 	duration, dipFrom, dipTo, timeout, noise *float64
 	queue                                    *limit.Discipline
 	maxWait, target, interval                *float64
+	blame                                    func(names ...string) string // Flags.Blame
 }
 
 // disciplineValue is the --queue flag: a limit.Discipline by the name its
@@ -118,12 +119,12 @@ func runAdaptive(p adaptiveParams) (*Report, error) {
 	case dur > adaptiveMaxDuration:
 		return nil, Badf("duration", "at most %d seconds, got %s", adaptiveMaxDuration, Num(dur))
 	case !(load*capacity*dur <= adaptiveMaxArrivals):
-		return nil, Badf("load", "load × capacity × duration = %s arrivals; at most %s (capacity = concurrency/latency = %s/s)",
+		return nil, Badf(p.blame("load", "duration", "concurrency", "latency"), "--load × capacity × --duration = %s arrivals; at most %s (capacity = --concurrency/--latency = %s/s)",
 			Num(load*capacity*dur), Num(adaptiveMaxArrivals), Num(capacity))
 	case *p.critical+*p.sheddable > 1:
-		return nil, Badf("sheddable", "--critical %s + --sheddable %s exceed 1", Num(*p.critical), Num(*p.sheddable))
+		return nil, Badf(p.blame("sheddable", "critical"), "--critical %s + --sheddable %s exceed 1", Num(*p.critical), Num(*p.sheddable))
 	case *p.dipTo < *p.dipFrom:
-		return nil, Badf("dip-to", "%s is before --dip-from %s", Num(*p.dipTo), Num(*p.dipFrom))
+		return nil, Badf(p.blame("dip-to", "dip-from"), "--dip-to %s is before --dip-from %s", Num(*p.dipTo), Num(*p.dipFrom))
 	case *p.noise > adaptiveMaxNoise:
 		return nil, Badf("noise", "at most %d, got %s", adaptiveMaxNoise, Num(*p.noise))
 	case *p.maxWait > adaptiveMaxQueueTime:

@@ -12,6 +12,7 @@ const maxBreakerTimes = 100000
 var circuitBreaker = Scenario{
 	Name:    "circuit-breaker",
 	Ref:     "circuit_breaker",
+	RefArgs: []string{"--seed-text"},
 	Summary: "a consecutive-failures circuit breaker in front of a service that fails its first calls",
 	Bind: func(f *Flags) Runner {
 		threshold := f.Int("threshold", 3, Positive, 1e9, "consecutive failures that open the breaker")
@@ -19,23 +20,57 @@ var circuitBreaker = Scenario{
 		times := f.Floats("times", []float64{0, 1, 2, 3, 10, 11}, Any,
 			"seconds at which calls are made, in order (at most 100000; printed as JavaScript numbers)")
 		failures := f.Int("failures", 3, NonNegative, 1e9, "the service fails this many of its first calls, then succeeds")
+		seedText := f.Bool("seed-text", false, "print the reference's text exactly as published (two of its lines are in Bengali); default English")
 		return func() (*Report, error) {
 			if len(*times) > maxBreakerTimes {
 				return nil, Badf("times", "at most %d calls, got %d", maxBreakerTimes, len(*times))
 			}
-			return runCircuitBreaker(*threshold, *recovery, *times, *failures)
+			text := breakerEnglish
+			if *seedText {
+				text = breakerSeed
+			}
+			return runCircuitBreaker(*threshold, *recovery, *times, *failures, text)
 		}
 	},
 }
 
-// The reference's output text (Bengali, copied from circuit_breaker.out).
-const (
-	breakerRejectedText = "REJECTED (fast-fail, ব্রেকার OPEN)"
-	breakerTotalText    = "সার্ভিসকে মোট কতবার আসলে কল করা হয়েছে:"
-	breakerSkippedText  = " সময় ব্রেকার OPEN থাকায় কল হয়নি)"
-)
+// breakerText is the wording of the two lines the reference prints in
+// Bengali: the result of a refused call, and the closing count of calls
+// that reached the service, with the times of the refused calls ("t=3").
+type breakerText struct {
+	rejected string
+	total    func(served string, rejected []string) string
+}
 
-func runCircuitBreaker(threshold int, recovery float64, times []float64, failures int) (*Report, error) {
+// breakerSeed is the reference's text, copied from circuit_breaker.out. The
+// reference names the refused call's time in the closing line ("t=3"); here
+// the times come from the run, and the remark is left out when no call was
+// refused.
+var breakerSeed = breakerText{
+	rejected: "REJECTED (fast-fail, ব্রেকার OPEN)",
+	total: func(served string, rejected []string) string {
+		line := "সার্ভিসকে মোট কতবার আসলে কল করা হয়েছে: " + served
+		if len(rejected) > 0 {
+			line += " (" + strings.Join(rejected, ", ") + " সময় ব্রেকার OPEN থাকায় কল হয়নি)"
+		}
+		return line
+	},
+}
+
+// breakerEnglish says the same in English: "how many times the service was
+// actually called in total: 5 (no call at t=3, the breaker being OPEN)".
+var breakerEnglish = breakerText{
+	rejected: "REJECTED (fast-fail, breaker OPEN)",
+	total: func(served string, rejected []string) string {
+		line := "Calls that reached the service: " + served
+		if len(rejected) > 0 {
+			line += " (none at " + strings.Join(rejected, ", ") + ": the breaker was OPEN)"
+		}
+		return line
+	},
+}
+
+func runCircuitBreaker(threshold int, recovery float64, times []float64, failures int, text breakerText) (*Report, error) {
 	b, err := breaker.New(breaker.Config{Threshold: threshold, Recovery: recovery})
 	if err != nil {
 		return nil, &UsageError{Msg: err.Error()}
@@ -49,7 +84,7 @@ func runCircuitBreaker(threshold int, recovery float64, times []float64, failure
 		tk, err := b.Allow(t)
 		var result string
 		if err != nil {
-			result = breakerRejectedText
+			result = text.rejected
 			rejected = append(rejected, "t="+label)
 			s := b.Snapshot()
 			calls.Add(t, "rejected", s.State.String(), s.Failures, false)
@@ -69,14 +104,7 @@ func runCircuitBreaker(threshold int, recovery float64, times []float64, failure
 		r.Println("t=" + PadStart(label, 2) + "  ->  " + result)
 	}
 	r.Println("")
-	// The reference names the skipped call's time in the text ("t=3"); here
-	// the times come from the run, and the remark is left out when no call
-	// was skipped.
-	line := breakerTotalText + " " + Int(served)
-	if len(rejected) > 0 {
-		line += " (" + strings.Join(rejected, ", ") + breakerSkippedText
-	}
-	r.Println(line)
+	r.Println(text.total(Int(served), rejected))
 	r.Table("summary", "service_calls", "rejected").Add(served, len(rejected))
 	return r, nil
 }

@@ -27,7 +27,7 @@ var codel = Scenario{
 		p.burstTo = f.Float("burst-to", 5, NonNegative, "burst end, seconds (not before --burst-from)")
 		rfc := f.Bool("rfc8289", false, "also run RFC 8289 CoDel (same target and interval) and print it after the reference text")
 		return func() (*Report, error) {
-			p.seed, p.rfc = *seed, *rfc
+			p.seed, p.rfc, p.blame = *seed, *rfc, f.Blame
 			return runCodel(p)
 		}
 	},
@@ -41,6 +41,7 @@ type codelParams struct {
 	service, target, interval               *float64
 	baseRate, burstRate, burstFrom, burstTo *float64
 	limit, end                              *int
+	blame                                   func(names ...string) string // Flags.Blame
 }
 
 // codelOutcome is one queue's run: per-second sums and every served
@@ -55,10 +56,14 @@ type codelOutcome struct {
 func runCodel(p codelParams) (*Report, error) {
 	end := *p.end
 	if *p.burstTo < *p.burstFrom {
-		return nil, Badf("burst-to", "%s is before --burst-from %s", Num(*p.burstTo), Num(*p.burstFrom))
+		return nil, Badf(p.blame("burst-to", "burst-from"), "--burst-to %s is before --burst-from %s", Num(*p.burstTo), Num(*p.burstFrom))
 	}
 	if n := math.Max(*p.baseRate, *p.burstRate) * float64(end); n > codelMaxArrivals {
-		return nil, Badf("end", "rate × end = %s arrivals; at most %s", Num(n), Num(codelMaxArrivals))
+		rate := "burst-rate"
+		if *p.baseRate > *p.burstRate {
+			rate = "base-rate"
+		}
+		return nil, Badf(p.blame("end", rate), "--%s %s × --end %d = %s arrivals; at most %s", rate, Num(n/float64(end)), end, Num(n), Num(codelMaxArrivals))
 	}
 	arr := codelArrivals(p)
 	td, err := codelRun(p, arr, nil)

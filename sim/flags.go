@@ -27,6 +27,21 @@ func NewFlags(name string) *Flags {
 // FlagSet returns the underlying flag set (for Parse and PrintDefaults).
 func (f *Flags) FlagSet() *flag.FlagSet { return f.fs }
 
+// Blame returns the flag to name in an error about a limit that several
+// flags share (a product too large, two bounds out of order): the first of
+// names given on the command line, since that is the value the user chose,
+// or names[0] when none was. Call it once the flags are parsed.
+func (f *Flags) Blame(names ...string) string {
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, n := range names {
+		if given[n] {
+			return n
+		}
+	}
+	return names[0]
+}
+
 // Check is a constraint on a number.
 type Check int
 

@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestGolden runs every scenario with its default flags and compares the text
-// with the reference script's output, copied into testdata/. A scenario
-// without a reference experiment (Ref "") is skipped; its own tests check it.
+// TestGolden runs every scenario with its default flags (and its RefArgs,
+// when the defaults print something else) and compares the text with the
+// reference script's output, copied into testdata/. A scenario without a
+// reference experiment (Ref "") is skipped; its own tests check it.
 func TestGolden(t *testing.T) {
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
@@ -19,9 +20,9 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := runDefaults(t, sc)
+			rep := runDefaults(t, sc, sc.RefArgs...)
 			if got := rep.Text.String(); got != string(want) {
-				t.Errorf("output differs from testdata/%s.out\n%s", sc.Ref, diffLines(got, string(want)))
+				t.Errorf("output with %v differs from testdata/%s.out\n%s", sc.RefArgs, sc.Ref, diffLines(got, string(want)))
 			}
 		})
 	}

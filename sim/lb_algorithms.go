@@ -43,7 +43,7 @@ var lbAlgorithms = Scenario{
 			case n > lbMaxServers:
 				return nil, Badf("speeds", "at most %d servers, got %d", lbMaxServers, n)
 			case *requests*n > lbMaxWork:
-				return nil, Badf("requests", "requests × servers must be at most %d, got %d × %d", lbMaxWork, *requests, n)
+				return nil, Badf(f.Blame("requests", "speeds"), "--requests × servers (--speeds) must be at most %d, got %d × %d", lbMaxWork, *requests, n)
 			}
 			return runLBAlgorithms(*traceSeed, *pickSeed, *rho, *requests, *stale, *speeds), nil
 		}

@@ -26,7 +26,7 @@ var overloadPolicies = Scenario{
 		p.prioCrit = f.Int("priority-critical", 50, NonNegative, 1e7, "priority policy: a critical request is refused once this many are inside")
 		p.prioOther = f.Int("priority-other", 20, NonNegative, 1e7, "priority policy: any other request is refused once this many are inside (at most --priority-critical)")
 		return func() (*Report, error) {
-			p.seed = *seed
+			p.seed, p.blame = *seed, f.Blame
 			return runOverloadPolicies(p)
 		}
 	},
@@ -44,6 +44,7 @@ type overloadParams struct {
 	duration, timeout, service, critical *float64
 	loads                                *[]float64
 	bounded, prioCrit, prioOther         *int
+	blame                                func(names ...string) string // Flags.Blame
 }
 
 // overloadPolicy is one of the three policies: a name and class limits
@@ -71,12 +72,12 @@ func runOverloadPolicies(p overloadParams) (*Report, error) {
 	}
 	for _, l := range loads {
 		if l*dur > overloadMaxArrivals {
-			return nil, Badf("loads", "load %s × duration %s = %s arrivals per run; at most %s",
+			return nil, Badf(p.blame("loads", "duration"), "load %s × duration %s = %s arrivals per run; at most %s (lower --loads or --duration)",
 				Num(l), Num(dur), Num(l*dur), Num(overloadMaxArrivals))
 		}
 	}
 	if *p.prioOther > *p.prioCrit {
-		return nil, Badf("priority-other", "%d is above --priority-critical %d; other requests must be shed first", *p.prioOther, *p.prioCrit)
+		return nil, Badf(p.blame("priority-other", "priority-critical"), "--priority-other %d is above --priority-critical %d; other requests must be shed first", *p.prioOther, *p.prioCrit)
 	}
 	policies := []overloadPolicy{
 		{"unbounded queue", "unbounded", []int{shed.NoLimit, shed.NoLimit}},

@@ -35,10 +35,10 @@ var retryStorm = Scenario{
 		realFlags := bindRetryStormReal(f)
 		return func() (*Report, error) {
 			if !(*dipTo > *dipFrom) {
-				return nil, Badf("dip-to", "must be after --dip-from (%s), got %s", Num(*dipFrom), Num(*dipTo))
+				return nil, Badf(f.Blame("dip-to", "dip-from"), "the dip must end after it starts: --dip-from %s, --dip-to %s", Num(*dipFrom), Num(*dipTo))
 			}
 			if *newRate*float64(*end) > retryStormMaxArrivals {
-				return nil, Badf("new", "--new × --end must be at most %s new requests, got %s", Num(retryStormMaxArrivals), Num(*newRate*float64(*end)))
+				return nil, Badf(f.Blame("new", "end"), "--new × --end must be at most %s new requests, got %s", Num(retryStormMaxArrivals), Num(*newRate*float64(*end)))
 			}
 			p := retryStormParams{
 				seed: *seed, end: *end, timeout: *timeout, newRate: *newRate, capacity: *capacity,

@@ -21,6 +21,10 @@ type Scenario struct {
 	Ref     string // stem of the reference experiment, e.g. "codel_vs_taildrop"; "" = no reference experiment (Spillway's own: no golden output to compare)
 	Summary string // one line for the scenario list
 	Chart   bool   // the report carries a chart, so --svg is offered
+	// RefArgs are the flags under which the text is the reference output
+	// byte for byte, when the defaults print something else; nil when the
+	// defaults print it (circuit-breaker prints English unless --seed-text).
+	RefArgs []string
 	// Bind declares the scenario's flags on f, with the reference constants as
 	// defaults, and returns the function that runs the scenario with the
 	// values f holds once parsed.

@@ -46,6 +46,14 @@ func TestBadInput(t *testing.T) {
 		{[]string{"sim", "smooth-wrr", "--svg", "x.svg"}, "unknown flag --svg"},
 		{[]string{"sim", "codel", "extra"}, `unexpected argument "extra"`},
 		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"sim", "--format", "json", "overload-policies"},
+			"flags go after the scenario: spillway sim overload-policies --format json"},
+		{[]string{"sim", "--format", "json"}, "flags go after the scenario: spillway sim SCENARIO --format json"},
+		{[]string{"sim", "--seed-text", "circuit-breaker"}, "spillway sim circuit-breaker --seed-text"},
+		{[]string{"sim", "overload-policies", "--duration", "1e308"}, "overload-policies: --duration: load 50 × duration 1e+308"},
+		{[]string{"sim", "adaptive", "--duration", "3600"}, "adaptive: --duration: --load × capacity × --duration"},
+		{[]string{"sim", "codel", "--base-rate", "1e9"}, "codel: --base-rate: --base-rate 1000000000 × --end 12"},
+		{[]string{"sim", "retry-storm", "--end", "36000"}, "retry-storm: --end: --new × --end"},
 	}
 	for _, c := range cases {
 		code, stdout, stderr := runCmd(t, c.args...)
@@ -58,6 +66,25 @@ func TestBadInput(t *testing.T) {
 		if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: stderr %q, want one line containing %q", c.args, stderr, c.want)
 		}
+	}
+}
+
+// circuit-breaker speaks English by default; --seed-text prints the
+// reference's own text (its golden files are checked in package sim).
+func TestCircuitBreakerText(t *testing.T) {
+	seed, err := os.ReadFile(filepath.Join("..", "..", "sim", "testdata", "circuit_breaker.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	english, err := os.ReadFile(filepath.Join("..", "..", "sim", "testdata", "circuit_breaker_en.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCmd(t, "sim", "circuit-breaker"); code != 0 || stdout != string(english) {
+		t.Errorf("sim circuit-breaker: exit %d, stderr %q, output\n%s", code, stderr, stdout)
+	}
+	if code, stdout, stderr := runCmd(t, "sim", "circuit-breaker", "--seed-text"); code != 0 || stdout != string(seed) {
+		t.Errorf("sim circuit-breaker --seed-text: exit %d, stderr %q, output\n%s", code, stderr, stdout)
 	}
 }
 
@@ -75,8 +102,11 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// sim all prints every scenario's reference output under a header (scenarios
-// without a reference experiment, Ref "", are not compared).
+// sim all prints every scenario's default output under a header: the
+// reference output itself (scenarios without a reference experiment, Ref "",
+// are not compared), or for a scenario whose defaults differ from it (its
+// RefArgs) what "spillway sim NAME" prints, with a header naming the flags
+// that give the reference.
 func TestSimAll(t *testing.T) {
 	code, stdout, stderr := runCmd(t, "sim", "all")
 	if code != 0 {
@@ -95,6 +125,11 @@ func TestSimAll(t *testing.T) {
 			t.Fatal(err)
 		}
 		header := sc.Name + " (reference: " + sc.Ref + ".out)\n"
+		if sc.RefArgs != nil {
+			header = sc.Name + " (reference: " + sc.Ref + ".out with " + strings.Join(sc.RefArgs, " ") + ")\n"
+			_, own, _ := runCmd(t, "sim", sc.Name)
+			want = []byte(own)
+		}
 		body, ok := strings.CutPrefix(sections[i], header)
 		if !ok {
 			t.Errorf("section %d starts %q, want %q", i, sections[i][:min(len(sections[i]), 60)], header)

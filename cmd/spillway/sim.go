@@ -24,6 +24,10 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(stderr, "spillway sim: flags go after the scenario: %s\n", reordered(args))
+		return 2
+	}
 	name, rest := args[0], args[1:]
 	if name == "all" {
 		return simAll(rest, stdout, stderr)
@@ -102,9 +106,12 @@ func simAll(args []string, stdout, stderr io.Writer) int {
 			if i > 0 {
 				io.WriteString(stdout, "\n")
 			}
-			if sc.Ref == "" {
+			switch {
+			case sc.Ref == "":
 				fmt.Fprintf(stdout, "=== %s\n", sc.Name)
-			} else {
+			case sc.RefArgs != nil:
+				fmt.Fprintf(stdout, "=== %s (reference: %s.out with %s)\n", sc.Name, sc.Ref, strings.Join(sc.RefArgs, " "))
+			default:
 				fmt.Fprintf(stdout, "=== %s (reference: %s.out)\n", sc.Name, sc.Ref)
 			}
 			io.WriteString(stdout, rep.Text.String())
@@ -165,6 +172,22 @@ func fail(stderr io.Writer, cmd string, err error) int {
 		return 2
 	}
 	return 1
+}
+
+// reordered returns the command line args meant, the scenario first:
+// "spillway sim overload-policies --format json" for
+// "--format json overload-policies". Without a scenario among args it
+// names the placeholder SCENARIO.
+func reordered(args []string) string {
+	name, rest := "SCENARIO", args
+	for i, a := range args {
+		if _, ok := sim.Lookup(a); ok || a == "all" {
+			name = a
+			rest = append(append([]string(nil), args[:i]...), args[i+1:]...)
+			break
+		}
+	}
+	return strings.Join(append([]string{"spillway sim", name}, rest...), " ")
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
