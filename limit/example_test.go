@@ -63,7 +63,7 @@ func ExampleFixed() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(alg.Update(limit.Sample{Now: 1, RTT: 5, Dropped: true})) // a timeout changes nothing
+	fmt.Println(alg.Update(limit.Sample{Now: 1, RTT: 5, Dropped: true}))       // a timeout changes nothing
 	l, err := limit.NewLimiter(alg, limit.LimiterConfig{Shares: []float64{1}}) // one class
 	if err != nil {
 		panic(err)
