@@ -100,13 +100,6 @@ func (s Spec) Quota() Quota {
 	return Quota{Limit: int(s.Rate), Window: s.Per}
 }
 
-// Policy returns the quota q and window w (seconds) that the IETF
-// RateLimit-Policy field advertises for s ("q=100;w=60"): Rate units per
-// Per seconds, whatever the algorithm.
-func (s Spec) Policy() (q int, w float64) {
-	return int(math.Floor(s.Rate)), s.Per
-}
-
 // Bucket reports whether a is a bucket algorithm (configured by a Limit)
 // rather than a window algorithm (configured by a Quota).
 func (a Algorithm) Bucket() bool {

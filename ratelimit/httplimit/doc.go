@@ -46,12 +46,43 @@
 // Retry-After is ⌈RetryAfter + jitter⌉ whole seconds, at least 1, where
 // RetryAfter is the algorithm's own answer (GCRA: tat − now − τ; fixed
 // window: the time left in it) and the jitter is uniform in [0,
-// Config.Jitter). RateLimit-Policy gives the rule's quota q per window w
-// seconds (its rate and period, restated over whole seconds when the period
-// is fractional); RateLimit gives r, the units remaining, and t, the seconds
+// Config.Jitter). RateLimit gives r, the units remaining, and t, the seconds
 // until the quota is available again (on a refusal, the Retry-After; on an
 // allowed response, until the bucket is full). The body is pre-built per
 // rule with the number appended, and the headers take one allocation.
+//
+// # RateLimit-Policy: q and w
+//
+// RateLimit-Policy gives the rule's quota q per window w whole seconds
+// (ratelimit.Spec.Policy), chosen so that the fields agree with each other
+// and never promise more than the rule allows:
+//
+//   - q is at least the rule's capacity — the bucket's burst (token bucket,
+//     GCRA, leaky meter), the queue size (leaky queue) or the limit per
+//     window (fixed window, sliding log, sliding window counter) — and r is
+//     at most that capacity, so r ≤ q on every response;
+//   - q ÷ w is the rule's rate exactly when 15-digit integers can say it
+//     (structured-field integers, RFC 9651), with the smallest such q, and
+//     otherwise the nearest ratio below it; it is never above the rate;
+//   - a rule slower than one capacity per 10¹⁵ s states q alone (no w).
+//
+// For example:
+//
+//	rule                                    RateLimit-Policy
+//	rate 3, per 1m (burst 3)                q=3;w=60
+//	rate 100, per 1m, burst 20              q=20;w=12       (20 per 12 s = 100 a minute)
+//	rate 2, per 1s, burst 4                 q=4;w=2
+//	rate 1, per 1.5s                        q=2;w=3
+//	rate 4000000000, per 1m                 q=4000000000;w=60
+//	rate 10, per 15m, sliding-log           q=10;w=900
+//	rate 5, per 2.5s, leaky-queue, burst 10 q=10;w=5
+//
+// For a window algorithm with a whole period, that is the rule as written.
+// For a bucket, q per w is the long-run rate and q is the burst rounded up
+// to a multiple of the rate's lowest terms: a full bucket admits its burst
+// at once, and a window of w seconds may then admit about q more as it
+// refills — the policy states the sustained rate, not the most a window can
+// hold after a quiet period.
 //
 // # Client IP
 //

