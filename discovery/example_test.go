@@ -3,8 +3,6 @@ package discovery_test
 import (
 	"context"
 	"fmt"
-	"log"
-	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/discovery"
@@ -27,20 +25,4 @@ func ExampleStatic() {
 	// 10.0.0.1:8080 0
 	// 10.0.0.2:8080 2
 	// context canceled
-}
-
-// A DNS source over SRV records, feeding an endpoint set. Run blocks, so it
-// gets its own goroutine; cancelling ctx stops it.
-func ExampleDNS() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	src := &discovery.DNS{
-		Name:    "_http._tcp.backend.example.com",
-		SRV:     true,
-		MaxTTL:  time.Minute,
-		OnError: func(err error) { log.Printf("discovery: %v (keeping the last list)", err) },
-	}
-	go src.Run(ctx, func(eps []balancer.Endpoint) {
-		log.Printf("backend: %d endpoints", len(eps)) // hand eps to the endpoint set here
-	})
 }
