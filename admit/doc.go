@@ -2,6 +2,14 @@
 // Gate over a limit.Limiter, as net/http middleware (Gate.Handler) and as
 // gRPC server interceptors (package admit/admitgrpc).
 //
+//	alg, err := limit.NewGradient(limit.GradientConfig{})          // the limit, learned from latency
+//	lim, err := limit.NewLimiter(alg, limit.LimiterConfig{
+//		Queue: limit.QueueConfig{Discipline: limit.CoDel, MaxWait: 0.1}, // bursts wait up to 100 ms
+//	})
+//	gate, err := admit.New(admit.Config{Limiter: lim})
+//	http.Handle("/", gate.Handler(app, admit.HTTPOptions{}))       // 503 + Retry-After when full
+//	prometheus.MustRegister(gate.Collector())
+//
 // Per request the Gate reads the criticality class (route, header
 // Spillway-Criticality or gRPC metadata spillway-criticality, default
 // class) and the caller's deadline (context deadline; HTTP header
