@@ -24,7 +24,9 @@ import (
 // by nearest rank, and becomes RTT_actual until the next window is full; so
 // RTT_actual moves once per round trip (the pace at which the algorithms
 // step anyway) and lags the RTTs by one to two round trips. The first
-// sample's RTT is the first no-load RTT and the first RTT_actual; until the
+// sample's RTT (the first not dropped: a dropped sample's RTT, such as a
+// timeout's, is never an estimate) is the first no-load RTT and the first
+// RTT_actual; until the
 // first window is full, RTT_actual is the quantile of the RTTs gathered in
 // it so far, retaken each time their count reaches a power of two (1, 2,
 // 4, …).
@@ -192,8 +194,13 @@ func (n *noLoad) setCur(q float64) {
 // probe waits until requests succeed again.
 func (n *noLoad) observe(now, rtt, limit float64, dropped bool) bool {
 	if n.rtt == 0 {
-		// the first sample is the first estimate of both RTTs; windows
-		// start with the next one
+		if dropped {
+			// a timeout's or a refusal's RTT is no estimate of either
+			// RTT: wait for the first sample that was not dropped
+			return false
+		}
+		// the first sample not dropped is the first estimate of both
+		// RTTs; windows start with the next one
 		n.rtt = rtt
 		n.setCur(rtt)
 		n.peak = limit

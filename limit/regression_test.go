@@ -156,3 +156,60 @@ func TestSlowerNormalIsLearnedWithoutCollapse(t *testing.T) {
 	}
 	t.Logf("limit %d at the switch, lowest %d after it, %d at 20 s", atSwitch, lowest, g.Limit())
 }
+
+// noLoadOf returns the no-load RTT tracker of an algorithm that has one.
+func noLoadOf(t *testing.T, alg Algorithm) *noLoad {
+	t.Helper()
+	switch a := alg.(type) {
+	case *AIMD:
+		return &a.probe
+	case *Gradient:
+		return &a.nl
+	case *Gradient2:
+		return &a.nl
+	case *Vegas:
+		return &a.nl
+	}
+	t.Fatalf("%T has no no-load RTT", alg)
+	return nil
+}
+
+// Regression: a dropped first sample became the no-load RTT, although
+// dropped samples are excluded from the RTTs. A 1 s timeout as the first
+// sample made 1 s the no-load RTT; with the default quantile it took two
+// windows (64 good samples) to fall, and until then a queue that more than
+// doubled the RTT looked like no queue at all, so the limits grew. The
+// drop must leave the no-load RTT unset, the first good sample set it,
+// and the queue then shrink every limit.
+func TestDroppedFirstSampleIsNotTheNoLoadRTT(t *testing.T) {
+	algs := map[string]func() (Algorithm, error){
+		"AIMD":      func() (Algorithm, error) { return NewAIMD(AIMDConfig{InitialLimit: 100, LearnBaseline: true}) },
+		"Gradient":  func() (Algorithm, error) { return NewGradient(GradientConfig{InitialLimit: 100}) },
+		"Gradient2": func() (Algorithm, error) { return NewGradient2(Gradient2Config{InitialLimit: 100}) },
+		"Vegas":     func() (Algorithm, error) { return NewVegas(VegasConfig{InitialLimit: 100}) },
+	}
+	for name, mk := range algs {
+		t.Run(name, func(t *testing.T) {
+			alg, err := mk()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nl := noLoadOf(t, alg)
+			alg.Update(Sample{Now: 1, RTT: 1, InFlight: 100, Dropped: true})
+			if nl.rtt != 0 {
+				t.Errorf("after a dropped first sample of 1 s: no-load RTT %v, want none (0)", nl.rtt)
+			}
+			l0 := alg.Update(Sample{Now: 1.04, RTT: 0.040, InFlight: 100})
+			if nl.rtt != 0.040 {
+				t.Errorf("after the first good sample of 40 ms: no-load RTT %v, want 0.04", nl.rtt)
+			}
+			// a queue: 100 ms, 2.5 × the no-load RTT
+			for i := 1; i <= 10; i++ {
+				alg.Update(Sample{Now: 1.04 + 0.1*float64(i), RTT: 0.100, InFlight: 100})
+			}
+			if l := alg.Limit(); l >= l0 {
+				t.Errorf("after 10 samples of 2.5 × the no-load RTT: limit %d, want below %d", l, l0)
+			}
+		})
+	}
+}
