@@ -34,11 +34,13 @@
 // noise that slows one request in a round trip past Tolerance × Baseline
 // cuts the limit every round trip; with LearnBaseline and noisy latency keep
 // Tolerance ≥ 1.2, as the quantiles, estimated from about one round trip of
-// samples, wander by a few percent.
+// samples, wander by a few percent. Netflix's AIMDLimit differs: +1 per
+// sample (while at least half the limit is in flight), an absolute timeout
+// instead of a baseline, and a cut on every drop (docs/PEERS.md).
 //
 // Gradient (seed 004, Netflix "Performance Under Load", 2018):
 //
-//	gradient = clamp(RTT_noload ÷ RTT_actual, MinGradient, 1)
+//	gradient = clamp(Tolerance × RTT_noload ÷ RTT_actual, MinGradient, 1)
 //	newLimit = limit × gradient + QueueSize(limit)      QueueSize = √limit
 //	limit    = limit × (1 − a) + newLimit × a           a = Smoothing ÷ limit
 //
@@ -52,56 +54,76 @@
 // (E[RTT_noload ÷ RTT] < RTT_noload ÷ E[RTT], and the clamp at 1 cuts off
 // the samples faster than the reference), so the limit shrank to a handful
 // with no queue at all.
-// Defaults: InitialLimit 20, MinGradient 0.5, Smoothing 0.2, Backoff 0.9,
-// MinLimit 1, MaxLimit 1000. The gradient is clamped to [0.5, 1]: above 1
+// Defaults: InitialLimit 20, MinGradient 0.5, Tolerance 1, Smoothing 0.2,
+// Backoff 0.9, MinLimit 1, MaxLimit 1000. The gradient is clamped to
+// [0.5, 1]: above 1
 // (faster than the no-load RTT: noise, or a cache) would only add to the
 // queue term, and below 0.5 one slow outlier could cut the target by more
 // than half. Smoothing is per round trip: each sample moves the limit by
 // Smoothing ÷ limit of the way, so the roughly limit samples of one round
 // trip move it by about Smoothing; applied per sample the formula swings
 // from the maximum to the minimum within one RTT on a busy server. In steady
-// overload it settles near C + √C for a true concurrency C. Choose it as the
-// default for a server: no latency needs configuring.
+// overload it settles near C + √C for a true concurrency C (with Tolerance
+// T near T × C + √limit, if the load can push the RTT that far). Choose it
+// as the default for a server: no latency needs configuring. It is seed
+// 004's formula, not Netflix's GradientLimit: that one has a tolerance of 2
+// (offered here as Tolerance, default 1, since both RTTs here are the same
+// quantile), smooths only decreases, skips growth while fewer than half
+// the limit are in flight, and probes by resetting the limit to its queue
+// allowance (docs/PEERS.md). SmoothPerSample applies Smoothing to each
+// sample, as Netflix's classes do.
 //
 // Gradient2 (after the idea of Netflix concurrency-limits' Gradient2Limit;
-// our own code): the reference is a long-term RTT average (EWMA over
-// LongWindow samples, decaying 5% a sample while over twice the sample),
-// not the minimum:
+// our own code): the reference is a long-term RTT average (the mean of the
+// first 10 samples, then an EWMA of weight 2 ÷ (LongWindow + 1), decaying
+// 5% a sample while over twice the sample, as Netflix's), not the minimum:
 //
 //	gradient = clamp(Tolerance × RTT_long ÷ RTT, 0.5, 1)
 //	newLimit = limit × gradient + QueueSize(limit)      QueueSize = 4
 //
 // smoothed and bounded as Gradient; growth is skipped while fewer than half
 // the limit are in flight. Defaults: Tolerance 1.5, LongWindow 600,
-// Smoothing 0.2, Backoff 0.9, MaxDrift 1.2. Two changes from Netflix's:
+// Smoothing 0.2, Backoff 0.9, MaxDrift 1.2. The changes from Netflix's:
 // dropped samples shrink the limit (theirs ignores drops and climbs to its
-// maximum under steady timeouts), and the long-term RTT is capped at
-// MaxDrift × the no-load RTT (otherwise it follows the queue the limit
-// itself builds and the limit creeps up forever under steady overload). It
-// settles where RTT ≈ Tolerance × MaxDrift × RTT_noload. Choose it where
-// latency is noisy and a tolerated inflation is preferred to a minimum.
+// maximum under steady timeouts); the long-term RTT is capped at MaxDrift ×
+// the no-load RTT (otherwise it follows the queue the limit itself builds
+// and the limit creeps up forever under steady overload), which brings the
+// no-load probe with it (see below); Smoothing is per round trip unless
+// SmoothPerSample; MinLimit and MaxLimit default to 1 and 1000 (theirs 20
+// and 200). With SmoothPerSample, a MaxDrift that never binds, probing off
+// and no drops, it computes Netflix's sequence. It settles where RTT ≈
+// Tolerance × MaxDrift × RTT_noload. Choose it where latency is noisy and
+// a tolerated inflation is preferred to a minimum.
 //
 // Vegas (TCP Vegas, Brakmo and Peterson 1995; the shape of Netflix's
-// VegasLimit): with queue = limit × (1 − RTT_noload ÷ RTT_actual) (the same
-// quantiles as Gradient's) and t = max(1, log10(limit)):
+// VegasLimit): with queue = ⌈limit × (1 − RTT_noload ÷ RTT_actual)⌉ (whole
+// requests; the same quantiles as Gradient's) and t = max(1, log10(limit)):
 //
 //	queue ≤ t         newLimit = limit + Beta × t
 //	queue < Alpha × t newLimit = limit + t
 //	queue > Beta × t  newLimit = limit − t
 //
-// moved towards per round trip (Smoothing ÷ limit per sample), bounded;
-// growth is skipped while fewer than half the limit are in flight; a dropped
-// sample gives limit × Backoff. The logarithm is retaken only when the limit
-// has moved by more than 1% (t is then within 0.005 of log10(limit)): it
-// costs more than the rest of Update. Defaults: Alpha 3, Beta 6, Smoothing 1,
-// Backoff 0.9. It keeps an estimated 3–6 × log10(limit)
-// requests queued, so it settles near C + a few. Choose it for the smallest
-// standing queue.
+// bounded, then moved towards per round trip (Smoothing ÷ limit per
+// sample; per sample with SmoothPerSample); growth is skipped while fewer
+// than half the limit are in flight; the first sample only measures the
+// no-load RTT; a dropped sample gives limit × Backoff. Each rule can be
+// replaced by a function of the limit (AlphaFunc, BetaFunc, ThresholdFunc,
+// IncreaseFunc, DecreaseFunc: the functions of Netflix's builder). The
+// logarithm is retaken only when the limit has moved by more than 1% (t is
+// then within 0.005 of log10(limit)): it costs more than the rest of
+// Update. Defaults: Alpha 3, Beta 6, Smoothing 1, Backoff 0.9. It keeps an
+// estimated 3–6 × log10(limit) requests queued, so it settles near C + a
+// few. Choose it for the smallest standing queue. Configured with
+// Netflix's functions, SmoothPerSample and the minimum RTT, it computes
+// Netflix's VegasLimit's sequence for samples that are not dropped
+// (limit/ported_test.go runs VegasLimitTest's cases); the remaining
+// differences are in docs/PEERS.md.
 //
 // # No-load RTT and probing
 //
 // Gradient, Gradient2 and Vegas (and AIMD with LearnBaseline) gather the
-// RTTs (dropped samples excluded) into consecutive windows of about one
+// RTTs (dropped samples excluded, the first one too: the first no-load RTT
+// is the first sample not dropped) into consecutive windows of about one
 // round trip each: a window is full at max(32, ⌈limit⌉) samples, at most
 // 256 (Gradient2 uses only RTT_noload, behind MaxDrift). When a window is
 // full its Probe.Quantile (0.1: the p10, by nearest rank) is taken once and

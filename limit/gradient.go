@@ -11,11 +11,29 @@ type GradientConfig struct {
 	MinLimit int
 	// MaxLimit is the highest limit. 0 means 1000.
 	MaxLimit int
-	// MinGradient is the lower clamp of RTT_noload ÷ RTT_actual, in (0, 1].
-	// 0 means 0.5: one very slow round trip halves the target at most.
+	// MinGradient is the lower clamp of the gradient, in (0, 1]. 0 means
+	// 0.5: one very slow round trip halves the target at most.
 	MinGradient float64
-	// Smoothing α in (0, 1]: limit = limit×(1−α) + newLimit×α. 0 means 0.2.
+	// Tolerance is how far RTT_actual may exceed RTT_noload before the
+	// limit shrinks: gradient = clamp(Tolerance × RTT_noload ÷ RTT_actual,
+	// MinGradient, 1), Netflix GradientLimit's rttTolerance. 0 means 1, and
+	// it must be a finite number ≥ 1. Netflix's default is 2 because it
+	// compares each RTT with the minimum, which noise alone sets apart;
+	// here both are the same quantile, so 1 already means "no queue". With
+	// T the limit settles where the RTT is about T × the no-load RTT (T × the
+	// true concurrency, plus √limit), if the load can push it there: like
+	// any limit the load does not fill (there is no in-flight gate), it
+	// otherwise grows to MaxLimit.
+	Tolerance float64
+	// Smoothing α in (0, 1]: limit = limit×(1−α) + newLimit×α, per round
+	// trip (α ÷ limit per sample; see SmoothPerSample). 0 means 0.2.
 	Smoothing float64
+	// SmoothPerSample applies Smoothing to every sample, as Netflix's
+	// classes do, instead of spreading it over a round trip. With one
+	// sample per request the limit then swings from its maximum to its
+	// minimum within a round trip on a busy server; it is for samples that
+	// each summarise a window, and for reproducing Netflix's sequences.
+	SmoothPerSample bool
 	// QueueSize returns the queue allowance for a limit. nil means √limit
 	// (seed 004). It must be cheap, not allocate, and return a finite
 	// number ≥ 0.
@@ -42,6 +60,9 @@ func (cfg *GradientConfig) defaults() {
 	if cfg.MinGradient == 0 {
 		cfg.MinGradient = 0.5
 	}
+	if cfg.Tolerance == 0 {
+		cfg.Tolerance = 1
+	}
 	if cfg.Smoothing == 0 {
 		cfg.Smoothing = 0.2
 	}
@@ -58,6 +79,9 @@ func (cfg GradientConfig) validate() error {
 	if err := checkFraction("MinGradient", cfg.MinGradient, true); err != nil {
 		return err
 	}
+	if !(cfg.Tolerance >= 1) || math.IsInf(cfg.Tolerance, 0) {
+		return badConfig("Tolerance", "must be a finite number ≥ 1, got "+ftoa(cfg.Tolerance))
+	}
 	if err := checkFraction("Smoothing", cfg.Smoothing, true); err != nil {
 		return err
 	}
@@ -73,6 +97,17 @@ func (cfg GradientConfig) validate() error {
 // quantile of unloaded RTTs and of the last round trip's RTTs (see
 // ProbeConfig), so latency noise does not shrink the limit. It holds about
 // 2 KiB of recent RTTs. Not safe for concurrent use.
+//
+// It follows seed 004's formula, not Netflix concurrency-limits'
+// GradientLimit, which (docs/PEERS.md lists it all) multiplies the ratio
+// by a tolerance (2 by default; here Tolerance, 1 by default), smooths
+// only decreases (growth is taken at once; here both directions, per round
+// trip), skips growth while fewer than half the limit are in flight (here
+// no such gate), probes by resetting the limit to its queue allowance and
+// forgetting the minimum RTT every 1,000–2,000 samples (here a probe keeps
+// Probe.Ratio of the limit for a few round trips and the limit returns),
+// compares each sample's RTT with the smallest seen (here the same low
+// quantile of both), and floors its queue allowance at 4.
 type Gradient struct {
 	cfg   GradientConfig // immutable after NewGradient
 	limit float64
@@ -93,7 +128,8 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 
 // Update feeds one sample. A dropped sample multiplies the limit by
 // Backoff. Otherwise the sample joins the current RTT window,
-// gradient = clamp(RTT_noload ÷ RTT_actual, MinGradient, 1) with RTT_actual
+// gradient = clamp(Tolerance × RTT_noload ÷ RTT_actual, MinGradient, 1)
+// with RTT_actual
 // the Probe.Quantile of the last full window (see ProbeConfig; the
 // sample's own RTT when Probe.Quantile < 0),
 // newLimit = limit × gradient + QueueSize(limit) and the limit moves by
@@ -109,9 +145,9 @@ func (g *Gradient) Update(s Sample) int {
 		g.limit = backOff(g.limit, s, &g.gate, g.cfg.Backoff, g.cfg.MinLimit)
 	case probing:
 	default:
-		grad := clamp(g.nl.ratio(s.RTT), g.cfg.MinGradient, 1)
+		grad := clamp(g.cfg.Tolerance*g.nl.ratio(s.RTT), g.cfg.MinGradient, 1)
 		newLimit := float64(g.limit*grad) + g.queueSize(g.limit)
-		g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
+		g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.SmoothPerSample, g.cfg.MinLimit, g.cfg.MaxLimit)
 	}
 	return g.Limit()
 }

@@ -14,11 +14,18 @@ type Gradient2Config struct {
 	// Tolerance: the short-term RTT may exceed the long-term one by this
 	// factor before the limit shrinks. 0 means 1.5. Must be ≥ 1.
 	Tolerance float64
-	// LongWindow is the long-term RTT average's time constant, in samples
-	// (EWMA weight 1/LongWindow). 0 means 600.
+	// LongWindow is the long-term RTT average's window, in samples: the
+	// average of the first 10 samples, then an exponential moving average
+	// of weight 2 ÷ (LongWindow + 1) per sample (Netflix's ExpAvgMeasurement
+	// with a warm-up of 10). 0 means 600.
 	LongWindow int
-	// Smoothing α in (0, 1]: limit = limit×(1−α) + newLimit×α. 0 means 0.2.
+	// Smoothing α in (0, 1]: limit = limit×(1−α) + newLimit×α, per round
+	// trip (α ÷ limit per sample; see SmoothPerSample). 0 means 0.2.
 	Smoothing float64
+	// SmoothPerSample applies Smoothing to every sample, as Netflix's
+	// Gradient2Limit does, instead of spreading it over a round trip (see
+	// GradientConfig.SmoothPerSample).
+	SmoothPerSample bool
 	// QueueSize returns the queue allowance for a limit. nil means 4
 	// (Netflix's default). It must be cheap, not allocate, and return a
 	// finite number ≥ 0.
@@ -88,14 +95,27 @@ func (cfg Gradient2Config) validate() error {
 // Gradient2 compares the short-term RTT (the sample) with a long-term RTT
 // average, after the idea of Netflix concurrency-limits' Gradient2Limit
 // (Netflix, 2018; our own code). Not safe for concurrent use.
+//
+// With SmoothPerSample, a MaxDrift too large to bind, probing off and no
+// dropped samples it computes Netflix's sequence; the differences
+// otherwise are listed in docs/PEERS.md (drops shrink the limit, MaxDrift,
+// smoothing per round trip by default, and the defaults of MinLimit and
+// MaxLimit: 1 and 1000 here, 20 and 200 there).
 type Gradient2 struct {
 	cfg     Gradient2Config // immutable after NewGradient2
 	limit   float64
-	longRTT float64 // EWMA; 0 before the first sample
-	n       int     // samples averaged so far, up to LongWindow (warm-up)
+	longRTT float64 // the long-term average; 0 before the first sample
+	sum     float64 // warm-up: the sum of the first n samples
+	n       int     // samples averaged so far, up to longWarmup
+	alpha   float64 // EWMA weight after the warm-up: 2 ÷ (LongWindow + 1)
 	gate    backoffGate
 	nl      noLoad
 }
+
+// longWarmup is the number of samples whose plain average starts the
+// long-term RTT, as Netflix's Gradient2Limit does (ExpAvgMeasurement(600,
+// 10)): an EWMA started from one sample would weigh it for hundreds more.
+const longWarmup = 10
 
 // NewGradient2 returns a Gradient2 limit, or an error naming the bad field.
 func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
@@ -103,19 +123,20 @@ func NewGradient2(cfg Gradient2Config) (*Gradient2, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &Gradient2{cfg: cfg, limit: float64(cfg.InitialLimit)}
+	g := &Gradient2{cfg: cfg, limit: float64(cfg.InitialLimit), alpha: 2 / float64(cfg.LongWindow+1)}
 	g.nl.init(cfg.Probe)
 	return g, nil
 }
 
 // Update feeds one sample. A dropped sample multiplies the limit by Backoff
 // (Netflix's Gradient2Limit ignores drops and climbs under steady
-// timeouts). Otherwise the long-term RTT is updated (EWMA over LongWindow
-// samples; when it is over twice the sample it decays by 5% a sample so
-// that a recovery is followed quickly); growth is skipped while fewer than
-// half the limit are in flight; gradient = clamp(Tolerance × long ÷ RTT,
-// 0.5, 1), newLimit = limit × gradient + QueueSize(limit), and the limit
-// moves by Smoothing towards newLimit, within [MinLimit, MaxLimit].
+// timeouts). Otherwise the long-term RTT is updated (see LongWindow; when
+// it is over twice the sample it decays by 5% a sample so that a recovery
+// is followed quickly) and capped at MaxDrift × the no-load RTT; growth is
+// skipped while fewer than half the limit are in flight; gradient =
+// clamp(Tolerance × long ÷ RTT, 0.5, 1), newLimit = limit × gradient +
+// QueueSize(limit), and the limit moves by Smoothing towards newLimit,
+// within [MinLimit, MaxLimit].
 func (g *Gradient2) Update(s Sample) int {
 	if !validRTT(s) {
 		return g.Limit()
@@ -125,21 +146,31 @@ func (g *Gradient2) Update(s Sample) int {
 		g.limit = backOff(g.limit, s, &g.gate, g.cfg.Backoff, g.cfg.MinLimit)
 		return g.Limit()
 	}
-	if g.n < g.cfg.LongWindow {
-		g.n++
-	}
-	g.longRTT += (s.RTT - g.longRTT) / float64(g.n)
-	if g.longRTT > 2*s.RTT {
-		g.longRTT *= 0.95
-	}
-	g.longRTT = min(g.longRTT, g.cfg.MaxDrift*g.nl.rtt)
-	if probing || 2*s.InFlight < int(g.limit) {
+	g.addLong(s.RTT)
+	if probing || float64(2*s.InFlight) < g.limit {
 		return g.Limit()
 	}
 	grad := clamp(g.cfg.Tolerance*g.longRTT/s.RTT, 0.5, 1)
 	newLimit := float64(g.limit*grad) + g.queueSize(g.limit)
-	g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.MinLimit, g.cfg.MaxLimit)
+	g.limit = smoothTowards(g.limit, newLimit, g.cfg.Smoothing, g.cfg.SmoothPerSample, g.cfg.MinLimit, g.cfg.MaxLimit)
 	return g.Limit()
+}
+
+// addLong adds rtt to the long-term RTT: the plain average of the first
+// longWarmup samples, then an EWMA of weight alpha; decayed by 5% while it
+// is over twice rtt; capped at MaxDrift × the no-load RTT.
+func (g *Gradient2) addLong(rtt float64) {
+	if g.n < longWarmup {
+		g.n++
+		g.sum += rtt
+		g.longRTT = g.sum / float64(g.n)
+	} else {
+		g.longRTT = float64(g.longRTT*(1-g.alpha)) + float64(rtt*g.alpha)
+	}
+	if g.longRTT > 2*rtt {
+		g.longRTT *= 0.95
+	}
+	g.longRTT = min(g.longRTT, g.cfg.MaxDrift*g.nl.rtt)
 }
 
 // queueSize is cfg.QueueSize(l), 4 when it is nil.

@@ -101,7 +101,6 @@ func validRTT(s Sample) bool {
 	return s.RTT > 0 && !math.IsInf(s.RTT, 0) // NaN fails s.RTT > 0
 }
 
-// clamp bounds v to [lo, hi].
 // backOff is the limit after a dropped sample s: limit × backoff, at least
 // min, but only once per round trip (the gate lets through one cut per
 // round trip, as TCP does; otherwise the limit is unchanged).
@@ -116,12 +115,17 @@ func backOff(limit float64, s Sample, gate *backoffGate, backoff float64, min in
 // within [lo, hi]. The step is per round trip, not per sample: the
 // roughly limit samples of one round trip together move it by about
 // smoothing, where a per-sample step would swing from max to min within one
-// round trip on a busy server.
-func smoothTowards(limit, target, smoothing float64, lo, hi int) float64 {
-	a := smoothing / max(1, limit)
+// round trip on a busy server. perSample takes the per-sample step instead,
+// smoothing of the way (Netflix's formula: limit×(1−α) + target×α).
+func smoothTowards(limit, target, smoothing float64, perSample bool, lo, hi int) float64 {
+	a := smoothing
+	if !perSample {
+		a = smoothing / max(1, limit)
+	}
 	return clamp(float64(limit*(1-a))+float64(target*a), float64(lo), float64(hi))
 }
 
+// clamp bounds v to [lo, hi].
 func clamp(v, lo, hi float64) float64 {
 	if v < lo {
 		return lo

@@ -88,14 +88,48 @@ func TestVegasSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// log10(100) = 2, alpha 6, beta 12; smoothing 1/limit per sample (per round trip).
+	// log10(100) = 2, alpha 6, beta 12; smoothing 1/limit per sample (per
+	// round trip); queue = ⌈limit × (1 − RTT_noload ÷ RTT)⌉.
 	runSteps(t, v, []step{
-		{1.0, 0.1, 100, false, 100}, // queue 0 ≤ 2: newLimit 112, limit 100 + 12/100 = 100.12
-		{1.1, 0.2, 100, false, 100}, // queue 50 > 12: newLimit −2.0005: 100.12 − 0.02 = 100.10
-		{1.2, 0.2, 10, false, 100},  // 10 in flight < 50: not tested, unchanged
-		{1.3, 0.1, 100, true, 90},   // drop: 100.10 × 0.9 = 90.09
-		{1.35, 0.1, 100, true, 90},  // started 1.25, before the cut: ignored
+		{1.0, 0.1, 100, false, 100},   // the first sample only measures the no-load RTT
+		{1.1, 0.2, 100, false, 99},    // queue 50 > 12: newLimit 98: 100 − 0.02 = 99.98
+		{1.2, 0.2, 10, false, 99},     // 10 in flight < 50: not tested, unchanged
+		{1.25, 0.1, 100, false, 100},  // queue 0 ≤ 2: newLimit 111.98: 99.98 + 12/99.98 = 100.10
+		{1.3, 0.104, 100, false, 100}, // queue ⌈3.85⌉ = 4 < 6: newLimit 102.10: 100.10 + 2/100.10 = 100.12
+		{1.4, 0.1, 100, true, 90},     // drop: 100.12 × 0.9 = 90.108
+		{1.45, 0.1, 100, true, 90},    // started 1.35, before the cut: ignored
 	})
+	if math.Abs(v.limit-90.108) > 1e-5 {
+		t.Errorf("internal limit %v, want 90.108", v.limit)
+	}
+}
+
+// Tolerance (Netflix GradientLimit's rttTolerance) multiplies the ratio:
+// gradient = clamp(Tolerance × RTT_noload ÷ RTT, MinGradient, 1). With 2
+// an RTT 1.5 × the no-load RTT is no queue (gradient 1, the limit grows)
+// and 3 × gives 2/3; with the default 1 they give 2/3 and 1/3 → 0.5.
+func TestGradientTolerance(t *testing.T) {
+	for _, c := range []struct {
+		tolerance float64
+		want      []float64 // the internal limit after each sample, by hand
+	}{
+		// 100 + 0.002 × (110 − 100); then + (0.2/100.02) × √100.02; then
+		// 100.04 + (0.2/100.04) × (100.04 × 2/3 + √100.04 − 100.04)
+		{2, []float64{100.02, 100.03999800029995, 99.99332733503275}},
+		// 100.02 + (0.2/100.02) × (100.02 × 2/3 + √100.02 − 100.02), …
+		{0, []float64{100.02, 99.97333133363328, 99.89333400103345}},
+	} {
+		g, err := NewGradient(GradientConfig{InitialLimit: 100, Tolerance: c.tolerance, Probe: ProbeConfig{Interval: -1, Quantile: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, rtt := range []float64{0.1, 0.15, 0.3} {
+			g.Update(Sample{Now: float64(i + 1), RTT: rtt, InFlight: 100})
+			if math.Abs(g.limit-c.want[i]) > 1e-9 {
+				t.Errorf("Tolerance %v, RTT %v: internal limit %.15g, want %.15g", c.tolerance, rtt, g.limit, c.want[i])
+			}
+		}
+	}
 }
 
 func TestGradient2Steps(t *testing.T) {
@@ -122,6 +156,18 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"Backoff", func() error { _, err := NewAIMD(AIMDConfig{Backoff: 1.5}); return err }()},
 		{"Baseline", func() error { _, err := NewAIMD(AIMDConfig{Baseline: math.Inf(1)}); return err }()},
 		{"MinGradient", func() error { _, err := NewGradient(GradientConfig{MinGradient: 1.5}); return err }()},
+		{"Tolerance", func() error { _, err := NewGradient(GradientConfig{Tolerance: 0.99}); return err }()},
+		{"Tolerance", func() error { _, err := NewGradient(GradientConfig{Tolerance: math.Inf(1)}); return err }()},
+		{"Tolerance", func() error { _, err := NewGradient(GradientConfig{Tolerance: math.NaN()}); return err }()},
+		{"Alpha", func() error {
+			_, err := NewVegas(VegasConfig{Alpha: 2, AlphaFunc: func(float64) float64 { return 3 }})
+			return err
+		}()},
+		{"Beta", func() error {
+			_, err := NewVegas(VegasConfig{Beta: 7, BetaFunc: func(float64) float64 { return 6 }})
+			return err
+		}()},
+		{"Alpha", func() error { _, err := NewVegas(VegasConfig{Alpha: -1}); return err }()},
 		{"Smoothing", func() error { _, err := NewGradient(GradientConfig{Smoothing: math.NaN()}); return err }()},
 		{"Probe.Ratio", func() error { _, err := NewGradient(GradientConfig{Probe: ProbeConfig{Ratio: 1}}); return err }()},
 		{"Probe.RTTs", func() error { _, err := NewVegas(VegasConfig{Probe: ProbeConfig{RTTs: 1}}); return err }()},

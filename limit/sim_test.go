@@ -175,3 +175,29 @@ func TestSettle(t *testing.T) {
 		}
 	}
 }
+
+// Gradient with Tolerance 1.5 tolerates an RTT 1.5 × the no-load RTT: at
+// 2× load (200 clients, C = 100) it settles where about 150 are in flight
+// (RTT 1.5 L), plus its queue allowance √limit, near 163; with the default
+// 1 near 110 (TestSettle). Its limit is not held by an in-flight gate, so a
+// tolerance the load cannot reach (2: 200 clients give at most 2 L) lets
+// it grow to MaxLimit.
+func TestGradientToleranceSettles(t *testing.T) {
+	phases := []simPhase{{until: 60, L: 0.040}, {until: 120, L: 0.080}}
+	for _, c := range []struct {
+		tolerance float64
+		lo, hi    float64
+	}{{1.5, 140, 180}, {2, 900, 1000}} {
+		g, err := NewGradient(GradientConfig{Tolerance: c.tolerance})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runSim(g, 100, phases, 20)
+		t.Logf("Tolerance %v: mean limit %.1f, after L doubles %.1f", c.tolerance, r.mean[0], r.mean[1])
+		for i, m := range r.mean {
+			if m < c.lo || m > c.hi {
+				t.Errorf("Tolerance %v, phase %d: mean limit %.1f, want within [%v, %v]", c.tolerance, i, m, c.lo, c.hi)
+			}
+		}
+	}
+}

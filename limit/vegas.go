@@ -4,6 +4,14 @@ import "math"
 
 // VegasConfig configures a Vegas limit. The zero value gives the defaults
 // documented on each field.
+//
+// The five rules of the update (see Vegas.Update) can each be replaced by
+// a function of the limit, as the builder of Netflix's VegasLimit allows
+// (alphaFunction, betaFunction, thresholdFunction, increaseFunction,
+// decreaseFunction). A function gets the current limit as a float64
+// (Netflix passes (int) limit to the first three: floor it to match) and
+// must be cheap, not allocate, and return a finite number. With a
+// function set, the number it replaces (Alpha, Beta) must be zero.
 type VegasConfig struct {
 	// InitialLimit is the starting limit. 0 means 20.
 	InitialLimit int
@@ -11,12 +19,35 @@ type VegasConfig struct {
 	MinLimit int
 	// MaxLimit is the highest limit. 0 means 1000.
 	MaxLimit int
-	// Alpha, Beta: the queue estimate is kept between Alpha×log10(limit) and
-	// Beta×log10(limit). 0 means 3 and 6. Alpha < Beta.
+	// Alpha, Beta: the queue estimate is kept between Alpha×t and Beta×t
+	// requests, with t = max(1, log10(limit)). 0 means 3 and 6. Alpha <
+	// Beta.
 	Alpha, Beta float64
+	// AlphaFunc, BetaFunc, if not nil, give the bounds of the queue
+	// estimate instead of Alpha×t and Beta×t (Netflix: alpha(3) is a
+	// constant function; its default is 3 × ⌊log10⌋ of the limit, at least
+	// 3). Queue estimates up to ThresholdFunc's (or t) grow the limit by
+	// BetaFunc's (or Beta×t).
+	AlphaFunc, BetaFunc func(limit float64) float64
+	// ThresholdFunc, if not nil, gives the queue estimate at or below which
+	// the limit grows aggressively, instead of t.
+	ThresholdFunc func(limit float64) float64
+	// IncreaseFunc, if not nil, gives the new limit when the queue estimate
+	// is above the threshold and below alpha, instead of limit + t.
+	IncreaseFunc func(limit float64) float64
+	// DecreaseFunc, if not nil, gives the new limit when the queue estimate
+	// is above beta, instead of limit − t. Dropped samples still use
+	// Backoff (Netflix's VegasLimit applies its decrease function to drops
+	// too, smoothed and on every drop).
+	DecreaseFunc func(limit float64) float64
 	// Smoothing α in (0, 1] towards the new limit, per round trip (α ÷ limit
-	// per sample). 0 means 1.
+	// per sample; see SmoothPerSample). 0 means 1.
 	Smoothing float64
+	// SmoothPerSample applies Smoothing to every sample, as Netflix's
+	// VegasLimit does, instead of spreading it over a round trip (see
+	// GradientConfig.SmoothPerSample). With it and the default Smoothing of
+	// 1, each sample sets the limit to the new limit.
+	SmoothPerSample bool
 	// Backoff is the multiplicative decrease on a dropped sample, in (0, 1),
 	// at most once per round trip (TCP Vegas falls back to Reno's decrease on
 	// a loss). 0 means 0.9.
@@ -37,10 +68,10 @@ func (cfg *VegasConfig) defaults() {
 	if cfg.MaxLimit == 0 {
 		cfg.MaxLimit = 1000
 	}
-	if cfg.Alpha == 0 {
+	if cfg.Alpha == 0 && cfg.AlphaFunc == nil {
 		cfg.Alpha = 3
 	}
-	if cfg.Beta == 0 {
+	if cfg.Beta == 0 && cfg.BetaFunc == nil {
 		cfg.Beta = 6
 	}
 	if cfg.Smoothing == 0 {
@@ -56,14 +87,8 @@ func (cfg VegasConfig) validate() error {
 	if err := checkBounds(cfg.MinLimit, cfg.MaxLimit, cfg.InitialLimit); err != nil {
 		return err
 	}
-	if err := checkPositive("Alpha", cfg.Alpha); err != nil {
+	if err := cfg.validateBounds(); err != nil {
 		return err
-	}
-	if err := checkPositive("Beta", cfg.Beta); err != nil {
-		return err
-	}
-	if cfg.Beta <= cfg.Alpha {
-		return badConfig("Beta", "must be greater than Alpha ("+ftoa(cfg.Alpha)+"), got "+ftoa(cfg.Beta))
 	}
 	if err := checkFraction("Smoothing", cfg.Smoothing, true); err != nil {
 		return err
@@ -74,9 +99,39 @@ func (cfg VegasConfig) validate() error {
 	return cfg.Probe.validate()
 }
 
+// validateBounds checks Alpha and Beta against AlphaFunc and BetaFunc.
+func (cfg VegasConfig) validateBounds() error {
+	switch {
+	case cfg.AlphaFunc != nil && cfg.Alpha != 0:
+		return badConfig("Alpha", "must be 0 when AlphaFunc is set, got "+ftoa(cfg.Alpha))
+	case cfg.BetaFunc != nil && cfg.Beta != 0:
+		return badConfig("Beta", "must be 0 when BetaFunc is set, got "+ftoa(cfg.Beta))
+	}
+	if cfg.AlphaFunc == nil {
+		if err := checkPositive("Alpha", cfg.Alpha); err != nil {
+			return err
+		}
+	}
+	if cfg.BetaFunc == nil {
+		if err := checkPositive("Beta", cfg.Beta); err != nil {
+			return err
+		}
+	}
+	if cfg.AlphaFunc == nil && cfg.BetaFunc == nil && cfg.Beta <= cfg.Alpha {
+		return badConfig("Beta", "must be greater than Alpha ("+ftoa(cfg.Alpha)+"), got "+ftoa(cfg.Beta))
+	}
+	return nil
+}
+
 // Vegas is a TCP Vegas-style limit (Brakmo and Peterson, 1995; the shape of
 // Netflix concurrency-limits' VegasLimit). It holds 2 KiB of recent RTTs.
 // Not safe for concurrent use.
+//
+// Configured with SmoothPerSample, the minimum RTT (Probe.Quantile < 0),
+// probing off and Netflix's functions, it computes Netflix's sequence for
+// samples that are not dropped; the differences otherwise are listed in
+// docs/PEERS.md (drops, probing, the quantile RTTs, smoothing per round
+// trip, t as a real logarithm).
 type Vegas struct {
 	cfg   VegasConfig // immutable after NewVegas
 	limit float64
@@ -98,43 +153,71 @@ func NewVegas(cfg VegasConfig) (*Vegas, error) {
 }
 
 // Update feeds one sample. A dropped sample multiplies the limit by Backoff.
-// Otherwise the sample joins the current RTT window and, with
-// queue = limit × (1 − RTT_noload ÷ RTT_actual) (RTT_actual: the
-// Probe.Quantile of the last full window, see ProbeConfig, or the sample's
-// own RTT when Probe.Quantile < 0) and t = max(1, log10(limit)) (the
-// logarithm retaken when the limit has moved by more than 1%): queue ≤ t
-// gives limit + Beta×t; queue < Alpha×t gives limit + t; queue > Beta×t gives
-// limit − t; otherwise no change. Growth is skipped while fewer than half the
-// limit are in flight (the limit is not being tested).
+// The first sample not dropped only measures the no-load RTT (it would
+// compare its RTT with itself), as in Netflix's VegasLimit. Otherwise the
+// sample joins the current RTT window and, with
+// queue = ⌈limit × (1 − RTT_noload ÷ RTT_actual)⌉ (whole requests, as
+// Netflix's; RTT_actual: the Probe.Quantile of the last full window, see
+// ProbeConfig, or the sample's own RTT when Probe.Quantile < 0) and
+// t = max(1, log10(limit)) (the logarithm retaken when the limit has moved
+// by more than 1%): queue ≤ t gives limit + Beta×t; queue < Alpha×t gives
+// limit + t; queue > Beta×t gives limit − t; otherwise no change (each
+// rule replaced by its function when set, see VegasConfig). Growth is
+// skipped while fewer than half the limit are in flight (the limit is not
+// being tested).
 func (v *Vegas) Update(s Sample) int {
 	if !validRTT(s) {
 		return v.Limit()
 	}
+	first := v.nl.rtt == 0 && !s.Dropped
 	probing := v.nl.observe(s.Now, s.RTT, v.limit, s.Dropped)
 	if s.Dropped {
 		v.limit = backOff(v.limit, s, &v.gate, v.cfg.Backoff, v.cfg.MinLimit)
 		return v.Limit()
 	}
-	if probing {
-		return v.Limit()
-	}
 	l := v.limit
-	if 2*s.InFlight < int(l) {
+	if first || probing || float64(2*s.InFlight) < l {
 		return v.Limit()
 	}
-	t := v.threshold(l)
-	queue := l * (1 - v.nl.ratio(s.RTT))
-	newLimit := l
-	switch {
-	case queue <= t:
-		newLimit = l + float64(v.cfg.Beta*t)
-	case queue < v.cfg.Alpha*t:
-		newLimit = l + t
-	case queue > v.cfg.Beta*t:
-		newLimit = l - t
+	queue := math.Ceil(l * (1 - v.nl.ratio(s.RTT)))
+	if newLimit, changed := v.target(l, queue); changed {
+		// bounded first, then smoothed (as Netflix's): the limit
+		// approaches MaxLimit smoothly instead of overshooting into it
+		newLimit = clamp(newLimit, float64(v.cfg.MinLimit), float64(v.cfg.MaxLimit))
+		v.limit = smoothTowards(l, newLimit, v.cfg.Smoothing, v.cfg.SmoothPerSample, v.cfg.MinLimit, v.cfg.MaxLimit)
 	}
-	v.limit = smoothTowards(l, newLimit, v.cfg.Smoothing, v.cfg.MinLimit, v.cfg.MaxLimit)
 	return v.Limit()
+}
+
+// target returns the new limit for a queue estimate at limit l, and false
+// when the queue is between alpha and beta (no change).
+func (v *Vegas) target(l, queue float64) (float64, bool) {
+	t := v.threshold(l)
+	thr, alpha, beta := t, v.cfg.Alpha*t, v.cfg.Beta*t
+	if v.cfg.ThresholdFunc != nil {
+		thr = v.cfg.ThresholdFunc(l)
+	}
+	if v.cfg.AlphaFunc != nil {
+		alpha = v.cfg.AlphaFunc(l)
+	}
+	if v.cfg.BetaFunc != nil {
+		beta = v.cfg.BetaFunc(l)
+	}
+	switch {
+	case queue <= thr:
+		return l + beta, true
+	case queue < alpha:
+		if v.cfg.IncreaseFunc != nil {
+			return v.cfg.IncreaseFunc(l), true
+		}
+		return l + t, true
+	case queue > beta:
+		if v.cfg.DecreaseFunc != nil {
+			return v.cfg.DecreaseFunc(l), true
+		}
+		return l - t, true
+	}
+	return l, false
 }
 
 // threshold returns t = max(1, log10(l)): 1 up to a limit of 10; above,
