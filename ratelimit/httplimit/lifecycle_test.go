@@ -64,10 +64,11 @@ func (f *closers) get(id string, i int) *closer {
 	return f.made[id][i]
 }
 
-// waitClosed polls (at most 2 s) until c has been closed once.
+// waitClosed polls (at most 10 s: RetireAfter is a real timer, late on a
+// loaded machine) until c has been closed once.
 func waitClosed(t *testing.T, c *closer) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for c.closes() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("store of %s not closed", c.name)
