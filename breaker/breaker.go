@@ -18,7 +18,9 @@
 //	HALF_OPEN  Trials trial calls are let through per round (one by
 //	           default; others are rejected with ErrOpen). Their outcome
 //	           closes the breaker or opens it again at the time of the
-//	           deciding report.
+//	           deciding report. With TrialsInARow, Trials successes close
+//	           it and the first failed trial reopens it at once
+//	           (gobreaker's rule).
 //
 // What CLOSED counts is Config.Window:
 //
@@ -29,7 +31,9 @@
 //     the first trial to report decides.
 //   - CountWindow: the outcomes of the last WindowCalls calls.
 //   - TimeWindow: the outcomes of the calls reported in the last
-//     WindowSeconds, in buckets of BucketSeconds.
+//     WindowSeconds, in buckets of BucketSeconds aligned to the caller's
+//     timeline (bucket k is [k, k+1) × BucketSeconds of now), not to when
+//     the breaker closed.
 //
 // With a window the breaker opens when the window holds at least MinCalls
 // calls and the failure rate (failed/calls) reaches FailureRate or the
@@ -37,7 +41,8 @@
 // Done, failed or not, over calls) reaches SlowCallRate. In HALF_OPEN it
 // waits for all Trials to report and closes if both of their rates are
 // below the thresholds, opens again otherwise. The window is emptied when
-// the breaker closes. This is resilience4j's model.
+// the breaker closes. This is resilience4j's model. docs/PEERS.md maps it
+// and gobreaker's and failsafe-go's settings onto Config.
 //
 // The open time is Recovery the first time; with RecoveryMultiplier > 1
 // each failed HALF_OPEN round multiplies it, up to MaxRecovery, until the
@@ -143,6 +148,7 @@ type Breaker struct {
 	multiplier  float64
 	maxRecovery float64 // +Inf when not capped
 	trials      int
+	inARow      bool // Config.TrialsInARow
 	minCalls    int
 	failureRate float64
 	slowCall    float64 // 0: no call is slow
@@ -179,7 +185,7 @@ func New(c Config) (*Breaker, error) {
 	}
 	b := &Breaker{
 		kind: c.Window, threshold: c.Threshold, recovery: c.Recovery,
-		multiplier: c.RecoveryMultiplier, maxRecovery: c.MaxRecovery, trials: c.Trials,
+		multiplier: c.RecoveryMultiplier, maxRecovery: c.MaxRecovery, trials: c.Trials, inARow: c.TrialsInARow,
 		minCalls: c.MinCalls, failureRate: c.FailureRate, slowCall: c.SlowCall, slowRate: c.SlowCallRate,
 		onChange: c.OnStateChange,
 	}
@@ -334,6 +340,9 @@ func (t *Ticket) Cancel() {
 // HALF_OPEN): OPEN allows no call, and every state change starts a new
 // generation.
 func (b *Breaker) recordLocked(now float64, fail, slow bool) (Transition, bool) {
+	if b.state == HalfOpen && b.inARow {
+		return b.trialInARowLocked(now, fail, slow)
+	}
 	if b.kind == Consecutive {
 		if fail {
 			return b.onFailureLocked(now)
@@ -362,6 +371,28 @@ func (b *Breaker) recordLocked(now float64, fail, slow bool) (Transition, bool) 
 		return b.openLocked(now), true
 	}
 	return Transition{}, false
+}
+
+// trialInARowLocked decides a trial's report with TrialsInARow: a failed
+// or slow trial opens the breaker at once; the round's Trials-th success
+// closes it. With Consecutive a failure still adds to the count and a
+// success resets it.
+func (b *Breaker) trialInARowLocked(now float64, fail, slow bool) (Transition, bool) {
+	b.probes.add(fail, slow)
+	if fail || slow {
+		if b.kind == Consecutive {
+			b.failures.Add(1)
+		}
+		b.fromProbes = true
+		return b.openLocked(now), true
+	}
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if b.probes.calls < b.trials {
+		return Transition{}, false
+	}
+	return b.closeLocked(now), true
 }
 
 // tripped says whether t's failure rate or slow-call rate reaches its

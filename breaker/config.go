@@ -41,7 +41,13 @@ const (
 	CountWindow
 	// TimeWindow keeps the outcomes of the calls reported in the last
 	// Config.WindowSeconds seconds, in buckets of Config.BucketSeconds, and
-	// opens on their failure rate or slow-call rate.
+	// opens on their failure rate or slow-call rate. The buckets are
+	// aligned to the caller's timeline, not to when the breaker closed:
+	// bucket k holds the calls reported at now in [k × BucketSeconds,
+	// (k+1) × BucketSeconds), and the window is the newest bucket and the
+	// WindowSeconds/BucketSeconds − 1 before it. A call is counted in the
+	// bucket of its report, whenever it started. (gobreaker's rolling
+	// window starts its buckets when the breaker enters CLOSED.)
 	TimeWindow
 )
 
@@ -118,8 +124,17 @@ type Config struct {
 	// trial to report decides. With a window, the breaker waits until all
 	// Trials have reported, then closes if their failure rate is below
 	// FailureRate (and their slow-call rate below SlowCallRate) and opens
-	// again otherwise. Zero means DefaultTrials; negative is invalid.
+	// again otherwise (resilience4j's permittedNumberOfCallsInHalfOpenState).
+	// TrialsInARow changes both rules. Zero means DefaultTrials; negative is
+	// invalid.
 	Trials int
+	// TrialsInARow makes every trial count: the breaker closes when Trials
+	// trials of a round have succeeded, and the first trial to fail (or,
+	// with SlowCall, to be slow) opens it again at once, without waiting
+	// for the others. This is gobreaker's half-open rule (MaxRequests is
+	// Trials) and failsafe-go's WithSuccessThreshold. With Trials 1 it is
+	// the same as the default rule, whatever the window.
+	TrialsInARow bool
 
 	// WindowCalls is the number of most recent calls a CountWindow keeps.
 	// Zero means DefaultWindowCalls; negative or above MaxWindowCalls is
@@ -131,8 +146,11 @@ type Config struct {
 	// whole number (at most MaxBuckets) of buckets.
 	WindowSeconds float64
 	// BucketSeconds is the width of a TimeWindow's buckets: old calls leave
-	// the window a bucket at a time. Zero means DefaultBucketSeconds;
-	// negative, NaN, infinite or wider than WindowSeconds is invalid.
+	// the window a bucket at a time. Buckets are aligned to multiples of
+	// BucketSeconds on the caller's timeline (see TimeWindow), so the
+	// window spans between WindowSeconds − BucketSeconds and WindowSeconds.
+	// Zero means DefaultBucketSeconds; negative, NaN, infinite or wider
+	// than WindowSeconds is invalid.
 	BucketSeconds float64
 	// MinCalls is how many calls the window must hold before a rate can
 	// open the breaker. Zero means DefaultMinCalls, or WindowCalls if that

@@ -82,3 +82,43 @@ func Example_failureRate() {
 	// t=6 rejected
 	// t=11 trial failed: OPEN for 10 s
 }
+
+// gobreaker's Settings{MaxRequests: 3, Timeout: 30 s, ReadyToTrip: more
+// than 5 consecutive failures} as a Config: Threshold 6, Recovery 30, and
+// TrialsInARow for gobreaker's half-open rule (3 successes in a row
+// close it; the first failed trial reopens it at once).
+func Example_gobreakerSettings() {
+	b, err := breaker.New(breaker.Config{Threshold: 6, Recovery: 30, Trials: 3, TrialsInARow: true})
+	if err != nil {
+		panic(err)
+	}
+	call := func(now float64, ok bool) {
+		ticket, err := b.Allow(now)
+		if err != nil {
+			fmt.Printf("t=%v rejected\n", now)
+			return
+		}
+		ticket.Done(now, ok)
+		fmt.Printf("t=%v ok=%-5v %v\n", now, ok, b.Snapshot().State)
+	}
+	for range 6 {
+		call(0, false)
+	}
+	call(30, true)  // the first trial
+	call(30, false) // the second fails: OPEN again at once
+	call(60, true)
+	call(60, true)
+	call(60, true) // three in a row
+	// Output:
+	// t=0 ok=false CLOSED
+	// t=0 ok=false CLOSED
+	// t=0 ok=false CLOSED
+	// t=0 ok=false CLOSED
+	// t=0 ok=false CLOSED
+	// t=0 ok=false OPEN
+	// t=30 ok=true  HALF_OPEN
+	// t=30 ok=false OPEN
+	// t=60 ok=true  HALF_OPEN
+	// t=60 ok=true  HALF_OPEN
+	// t=60 ok=true  CLOSED
+}

@@ -139,6 +139,24 @@ func (m *refBreaker) done(t *refTicket, now float64, ok bool) {
 		return
 	}
 	slow := m.c.SlowCall > 0 && now-t.start >= m.c.SlowCall
+	if m.state == HalfOpen && m.c.TrialsInARow {
+		// every trial must succeed: the first that fails or is slow
+		// reopens, the Trials-th success closes
+		m.probeLog = append(m.probeLog, refCall{fail: !ok, slow: slow})
+		switch {
+		case !ok || slow:
+			if !ok {
+				m.consec++
+			}
+			m.byProbes = true
+			m.open(now)
+		case len(m.probeLog) == m.c.Trials:
+			m.close()
+		default:
+			m.consec = 0
+		}
+		return
+	}
 	if m.c.Window == Consecutive {
 		if ok {
 			m.consec = 0
@@ -220,6 +238,12 @@ func TestAgainstModel(t *testing.T) {
 			Trials: 4, Recovery: 2.5, RecoveryMultiplier: 3, MaxRecovery: 30},
 		{Window: TimeWindow, WindowSeconds: 10, BucketSeconds: 10, MinCalls: 3, FailureRate: 0.6, Trials: 1, Recovery: 1,
 			RecoveryMultiplier: 1, MaxRecovery: 1},
+		// gobreaker's half-open rule
+		{Window: Consecutive, Threshold: 2, Recovery: 2, Trials: 3, TrialsInARow: true, RecoveryMultiplier: 2, MaxRecovery: 9},
+		{Window: CountWindow, WindowCalls: 6, MinCalls: 3, FailureRate: 0.6, SlowCall: 1, SlowCallRate: 0.5,
+			Trials: 3, TrialsInARow: true, Recovery: 3, RecoveryMultiplier: 1, MaxRecovery: 3},
+		{Window: TimeWindow, WindowSeconds: 3, BucketSeconds: 1, MinCalls: 3, FailureRate: 0.6, Trials: 2, TrialsInARow: true,
+			Recovery: 2, RecoveryMultiplier: 1.5, MaxRecovery: 10},
 	}
 	steps := []float64{0, 0, 0.1, 0.25, 0.5, 1, 2.5, 7}
 	for ci, cfg := range configs {
@@ -323,6 +347,8 @@ func TestExhaustiveWindows(t *testing.T) {
 			Recovery: 5, RecoveryMultiplier: 1, MaxRecovery: 5}, 4},
 		{Config{Window: TimeWindow, WindowSeconds: 5, BucketSeconds: 2.5, MinCalls: 2, FailureRate: 0.5, SlowCall: 2,
 			SlowCallRate: 1, Trials: 2, Recovery: 5, RecoveryMultiplier: 1.5, MaxRecovery: 9}, 4},
+		{Config{Window: CountWindow, WindowCalls: 2, MinCalls: 1, FailureRate: 1, SlowCall: 2, SlowCallRate: 1, Trials: 2,
+			TrialsInARow: true, Recovery: 5, RecoveryMultiplier: 1, MaxRecovery: 5}, 5},
 	} {
 		total := 1
 		for i := 0; i < c.length; i++ {
