@@ -36,10 +36,10 @@ var circuitBreaker = Scenario{
 
 // breakerText is the wording of the two lines the reference prints in
 // Bengali: the result of a refused call, and the closing count of calls
-// that reached the service, with the times of the refused calls ("t=3").
+// that reached the service, followed — when calls were refused — by their
+// times ("t=3") between open and close.
 type breakerText struct {
-	rejected string
-	total    func(served string, rejected []string) string
+	rejected, total, open, close string
 }
 
 // breakerSeed is the reference's text, copied from circuit_breaker.out. The
@@ -48,26 +48,19 @@ type breakerText struct {
 // refused.
 var breakerSeed = breakerText{
 	rejected: "REJECTED (fast-fail, ব্রেকার OPEN)",
-	total: func(served string, rejected []string) string {
-		line := "সার্ভিসকে মোট কতবার আসলে কল করা হয়েছে: " + served
-		if len(rejected) > 0 {
-			line += " (" + strings.Join(rejected, ", ") + " সময় ব্রেকার OPEN থাকায় কল হয়নি)"
-		}
-		return line
-	},
+	total:    "সার্ভিসকে মোট কতবার আসলে কল করা হয়েছে: ",
+	open:     " (",
+	close:    " সময় ব্রেকার OPEN থাকায় কল হয়নি)",
 }
 
-// breakerEnglish says the same in English: "how many times the service was
-// actually called in total: 5 (no call at t=3, the breaker being OPEN)".
+// breakerEnglish says the same in English (the reference's closing line
+// reads "how many times the service was actually called in total: 5 (no
+// call at t=3, the breaker being OPEN)").
 var breakerEnglish = breakerText{
 	rejected: "REJECTED (fast-fail, breaker OPEN)",
-	total: func(served string, rejected []string) string {
-		line := "Calls that reached the service: " + served
-		if len(rejected) > 0 {
-			line += " (none at " + strings.Join(rejected, ", ") + ": the breaker was OPEN)"
-		}
-		return line
-	},
+	total:    "Calls that reached the service: ",
+	open:     " (none at ",
+	close:    ": the breaker was OPEN)",
 }
 
 func runCircuitBreaker(threshold int, recovery float64, times []float64, failures int, text breakerText) (*Report, error) {
@@ -104,7 +97,11 @@ func runCircuitBreaker(threshold int, recovery float64, times []float64, failure
 		r.Println("t=" + PadStart(label, 2) + "  ->  " + result)
 	}
 	r.Println("")
-	r.Println(text.total(Int(served), rejected))
+	line := text.total + Int(served)
+	if len(rejected) > 0 {
+		line += text.open + strings.Join(rejected, ", ") + text.close
+	}
+	r.Println(line)
 	r.Table("summary", "service_calls", "rejected").Add(served, len(rejected))
 	return r, nil
 }
