@@ -53,14 +53,6 @@ func refused(t *testing.T, b *Breaker, now float64) {
 	}
 }
 
-// wantSnap fails the test unless b is in state with the given counts.
-func wantSnap(t *testing.T, b *Breaker, state State, calls, failures int) {
-	t.Helper()
-	if s := b.Snapshot(); s.State != state || s.Calls != calls || s.Failures != failures {
-		t.Fatalf("%+v, want %v with %d calls, %d failures", s, state, calls, failures)
-	}
-}
-
 // TestDefaultCircuitBreaker and TestTwoStepCircuitBreaker (the same
 // sequence; our breaker is always two-step).
 func TestPortedGobreakerDefault(t *testing.T) {
@@ -68,17 +60,17 @@ func TestPortedGobreakerDefault(t *testing.T) {
 	for range 5 {
 		report(t, b, 0, false)
 	}
-	wantSnap(t, b, Closed, 0, 5) // gobreaker {5, 0, 5, 0, 5}
+	wantState(t, b, Closed, 0, 5) // gobreaker {5, 0, 5, 0, 5}
 	report(t, b, 0, true)
-	wantSnap(t, b, Closed, 0, 0) // {6, 1, 5, 1, 0}
+	wantState(t, b, Closed, 0, 0) // {6, 1, 5, 1, 0}
 	report(t, b, 0, false)
-	wantSnap(t, b, Closed, 0, 1) // {7, 1, 6, 0, 1}
+	wantState(t, b, Closed, 0, 1) // {7, 1, 6, 0, 1}
 	for range 5 {
 		report(t, b, 0, false) // 6 consecutive failures
 	}
 	// gobreaker clears its counts on every state change; ours keeps the
 	// consecutive count through OPEN (the seed's breaker prints it).
-	wantSnap(t, b, Open, 0, 6)
+	wantState(t, b, Open, 0, 6)
 	refused(t, b, 0)
 	refused(t, b, 59)
 	// gobreaker's State() turns HALF_OPEN by itself once the timeout has
@@ -89,10 +81,10 @@ func TestPortedGobreakerDefault(t *testing.T) {
 		t.Fatalf("at 60 s before any call: %v, want OPEN until a call", s.State)
 	}
 	report(t, b, 60, false) // the trial fails: OPEN again
-	wantSnap(t, b, Open, 0, 7)
+	wantState(t, b, Open, 0, 7)
 	refused(t, b, 119)
 	report(t, b, 120, true) // the trial succeeds: CLOSED
-	wantSnap(t, b, Closed, 0, 0)
+	wantState(t, b, Closed, 0, 0)
 }
 
 // TestCustomCircuitBreaker.
@@ -105,28 +97,28 @@ func TestPortedGobreakerCustom(t *testing.T) {
 		report(t, b, 0, true)
 		report(t, b, 0, false)
 	}
-	wantSnap(t, b, Closed, 10, 5) // {10, 5, 5, 0, 1}: 5/10 < 0.6
+	wantState(t, b, Closed, 10, 5) // {10, 5, 5, 0, 1}: 5/10 < 0.6
 	report(t, b, 29, true)
-	wantSnap(t, b, Closed, 11, 5) // {11, 6, 5, 1, 0}
-	report(t, b, 30, false)       // the next interval: the counts start afresh
-	wantSnap(t, b, Closed, 1, 1)  // {1, 0, 1, 0, 1}
+	wantState(t, b, Closed, 11, 5) // {11, 6, 5, 1, 0}
+	report(t, b, 30, false)        // the next interval: the counts start afresh
+	wantState(t, b, Closed, 1, 1)  // {1, 0, 1, 0, 1}
 	report(t, b, 30, true)
 	report(t, b, 30, false) // 2/3 ≥ 0.6
-	wantSnap(t, b, Open, 3, 2)
+	wantState(t, b, Open, 3, 2)
 	if len(changes) != 1 || changes[0].From != Closed || changes[0].To != Open {
 		t.Fatalf("transitions %+v, want CLOSED → OPEN", changes)
 	}
 	refused(t, b, 119.9)
 	report(t, b, 120, true) // 90 s later: HALF_OPEN, the first trial
 	report(t, b, 120, true)
-	wantSnap(t, b, HalfOpen, 2, 0) // {2, 2, 0, 2, 0}
+	wantState(t, b, HalfOpen, 2, 0) // {2, 2, 0, 2, 0}
 	third, err := b.Allow(120)
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused(t, b, 120.05) // over MaxRequests while the third is out
 	third.Done(120.1, true)
-	wantSnap(t, b, Closed, 0, 0) // 3 consecutive successes
+	wantState(t, b, Closed, 0, 0) // 3 consecutive successes
 	if n := len(changes); n != 3 || changes[1].To != HalfOpen || changes[2].From != HalfOpen || changes[2].To != Closed {
 		t.Fatalf("transitions %+v, want CLOSED → OPEN → HALF_OPEN → CLOSED", changes)
 	}
@@ -189,40 +181,40 @@ func TestPortedGobreakerRollingWindow(t *testing.T) {
 		report(t, b, 0, true)
 		report(t, b, 0, false)
 	}
-	wantSnap(t, b, Closed, 10, 5) // {10, 5, 5, 0, 1}, one bucket
+	wantState(t, b, Closed, 10, 5) // {10, 5, 5, 0, 1}, one bucket
 	report(t, b, 3, true)
-	wantSnap(t, b, Closed, 11, 5) // {11, 6, 5, 1, 0}, two buckets
+	wantState(t, b, Closed, 11, 5) // {11, 6, 5, 1, 0}, two buckets
 	report(t, b, 5, true)
-	wantSnap(t, b, Closed, 12, 5) // {12, 7, 5, 2, 0}, still two
+	wantState(t, b, Closed, 12, 5) // {12, 7, 5, 2, 0}, still two
 	report(t, b, 7, true)
-	wantSnap(t, b, Closed, 13, 5) // {13, 8, 5, 3, 0}, three
+	wantState(t, b, Closed, 13, 5) // {13, 8, 5, 3, 0}, three
 	report(t, b, 9, false)
-	wantSnap(t, b, Closed, 14, 6) // {14, 8, 6, 0, 1}, four
-	for i := range 6 {            // fill the buckets
+	wantState(t, b, Closed, 14, 6) // {14, 8, 6, 0, 1}, four
+	for i := range 6 {             // fill the buckets
 		now := float64(12 + 3*i)
 		report(t, b, now, true)
 		report(t, b, now, false)
-		wantSnap(t, b, Closed, 16+2*i, 7+i)
+		wantState(t, b, Closed, 16+2*i, 7+i)
 	}
-	report(t, b, 30, false)       // the first bucket (10 calls, 5 failed) leaves
-	wantSnap(t, b, Closed, 17, 8) // {17, 9, 8, 0, 2}
+	report(t, b, 30, false)        // the first bucket (10 calls, 5 failed) leaves
+	wantState(t, b, Closed, 17, 8) // {17, 9, 8, 0, 2}
 	for i := range 5 {
 		report(t, b, 30, false)
-		wantSnap(t, b, Closed, 18+i, 9+i) // 13/22 < 0.6 at the last
+		wantState(t, b, Closed, 18+i, 9+i) // 13/22 < 0.6 at the last
 	}
 	report(t, b, 30, false) // 14/23 ≥ 0.6
-	wantSnap(t, b, Open, 23, 14)
+	wantState(t, b, Open, 23, 14)
 	refused(t, b, 119.9)
 	report(t, b, 120, true)
 	report(t, b, 120, true)
-	wantSnap(t, b, HalfOpen, 2, 0) // {2, 2, 0, 2, 0}
+	wantState(t, b, HalfOpen, 2, 0) // {2, 2, 0, 2, 0}
 	third, err := b.Allow(120)
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused(t, b, 120.05)
 	third.Done(120.1, true)
-	wantSnap(t, b, Closed, 0, 0)
+	wantState(t, b, Closed, 0, 0)
 }
 
 // Our buckets are aligned to the caller's timeline, gobreaker's to when the
@@ -236,18 +228,18 @@ func TestTimeWindowBucketsFollowTheCallersTimeline(t *testing.T) {
 	report(t, b, 4.5, true)  // the trial: CLOSED at 4.5, the window empty
 	b2 := mustNew(t, Config{Window: TimeWindow, WindowSeconds: 2, BucketSeconds: 1, MinCalls: 3, FailureRate: 1, Recovery: 4})
 	for _, br := range []*Breaker{b, b2} {
-		wantSnap(t, br, Closed, 0, 0)
+		wantState(t, br, Closed, 0, 0)
 	}
 	// with MinCalls 3 nothing opens; the window is what is counted
 	report(t, b2, 4.6, false)
 	report(t, b2, 6.2, false)
-	wantSnap(t, b2, Closed, 1, 1)
+	wantState(t, b2, Closed, 1, 1)
 	// the same on the breaker that had opened and closed at 4.5: the
 	// bucket is [4, 5) whatever the closing time
 	report(t, b, 4.6, true)
 	report(t, b, 5.9, true)
 	report(t, b, 6.2, true)
-	wantSnap(t, b, Closed, 2, 0)
+	wantState(t, b, Closed, 2, 0)
 }
 
 // TestGeneration: gobreaker starts a new generation when its interval
@@ -262,9 +254,9 @@ func TestPortedGobreakerGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSnap(t, b, Closed, 1, 0) // gobreaker {2, 1, 0, 1, 0}: it counts requests at Allow
+	wantState(t, b, Closed, 1, 0) // gobreaker {2, 1, 0, 1, 0}: it counts requests at Allow
 	late.Done(31, true)
-	wantSnap(t, b, Closed, 1, 0) // gobreaker {0, 0, 0, 0, 0}
+	wantState(t, b, Closed, 1, 0) // gobreaker {0, 0, 0, 0, 0}
 	if k := b.Counters(); k.Successes != 2 {
 		t.Fatalf("counters %+v, want 2 successes", k)
 	}
