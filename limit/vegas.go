@@ -137,8 +137,11 @@ type Vegas struct {
 	limit float64
 	tAt   float64 // the limit log10 was last taken of; 0: never
 	t     float64 // max(1, log10(tAt))
-	nl    noLoad
-	gate  backoffGate
+	// boundFuncs: ThresholdFunc, AlphaFunc or BetaFunc is set (one test on
+	// the common path instead of three)
+	boundFuncs bool
+	nl         noLoad
+	gate       backoffGate
 }
 
 // NewVegas returns a Vegas limit, or an error naming the bad field.
@@ -147,7 +150,8 @@ func NewVegas(cfg VegasConfig) (*Vegas, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	v := &Vegas{cfg: cfg, limit: float64(cfg.InitialLimit)}
+	v := &Vegas{cfg: cfg, limit: float64(cfg.InitialLimit),
+		boundFuncs: cfg.ThresholdFunc != nil || cfg.AlphaFunc != nil || cfg.BetaFunc != nil}
 	v.nl.init(cfg.Probe)
 	return v, nil
 }
@@ -180,20 +184,38 @@ func (v *Vegas) Update(s Sample) int {
 		return v.Limit()
 	}
 	queue := math.Ceil(l * (1 - v.nl.ratio(s.RTT)))
-	if newLimit, changed := v.target(l, queue); changed {
-		// bounded first, then smoothed (as Netflix's): the limit
-		// approaches MaxLimit smoothly instead of overshooting into it
-		newLimit = clamp(newLimit, float64(v.cfg.MinLimit), float64(v.cfg.MaxLimit))
-		v.limit = smoothTowards(l, newLimit, v.cfg.Smoothing, v.cfg.SmoothPerSample, v.cfg.MinLimit, v.cfg.MaxLimit)
+	t := v.threshold(l)
+	thr, alpha, beta := t, v.cfg.Alpha*t, v.cfg.Beta*t
+	if v.boundFuncs {
+		thr, alpha, beta = v.bounds(l, thr, alpha, beta)
 	}
+	var newLimit float64
+	switch {
+	case queue <= thr:
+		newLimit = l + beta
+	case queue < alpha:
+		newLimit = l + t
+		if v.cfg.IncreaseFunc != nil {
+			newLimit = v.cfg.IncreaseFunc(l)
+		}
+	case queue > beta:
+		newLimit = l - t
+		if v.cfg.DecreaseFunc != nil {
+			newLimit = v.cfg.DecreaseFunc(l)
+		}
+	default:
+		return v.Limit() // between alpha and beta: no change
+	}
+	// bounded first, then smoothed (as Netflix's): the limit approaches
+	// MaxLimit smoothly instead of overshooting into it
+	newLimit = clamp(newLimit, float64(v.cfg.MinLimit), float64(v.cfg.MaxLimit))
+	v.limit = smoothTowards(l, newLimit, v.cfg.Smoothing, v.cfg.SmoothPerSample, v.cfg.MinLimit, v.cfg.MaxLimit)
 	return v.Limit()
 }
 
-// target returns the new limit for a queue estimate at limit l, and false
-// when the queue is between alpha and beta (no change).
-func (v *Vegas) target(l, queue float64) (float64, bool) {
-	t := v.threshold(l)
-	thr, alpha, beta := t, v.cfg.Alpha*t, v.cfg.Beta*t
+// bounds returns the threshold, alpha and beta at limit l with the
+// functions that are set replacing the defaults thr, alpha and beta.
+func (v *Vegas) bounds(l, thr, alpha, beta float64) (float64, float64, float64) {
 	if v.cfg.ThresholdFunc != nil {
 		thr = v.cfg.ThresholdFunc(l)
 	}
@@ -203,21 +225,7 @@ func (v *Vegas) target(l, queue float64) (float64, bool) {
 	if v.cfg.BetaFunc != nil {
 		beta = v.cfg.BetaFunc(l)
 	}
-	switch {
-	case queue <= thr:
-		return l + beta, true
-	case queue < alpha:
-		if v.cfg.IncreaseFunc != nil {
-			return v.cfg.IncreaseFunc(l), true
-		}
-		return l + t, true
-	case queue > beta:
-		if v.cfg.DecreaseFunc != nil {
-			return v.cfg.DecreaseFunc(l), true
-		}
-		return l - t, true
-	}
-	return l, false
+	return thr, alpha, beta
 }
 
 // threshold returns t = max(1, log10(l)): 1 up to a limit of 10; above,
