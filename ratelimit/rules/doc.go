@@ -65,12 +65,19 @@
 //
 // # Errors
 //
-// Unknown fields, wrong types, bad values, duplicate fields and duplicate
-// ids are errors. Parse and Load report them all (up to MaxErrors) as a
-// *FileError of *Error values, each "file:line:column: reason", and refuse
-// the whole file when any rule is invalid, so a caller reloading rules keeps
-// its old ones. Files are bounded: MaxFileBytes, MaxRules, MaxKeyParts,
-// MaxMatchEntries.
+// Syntax errors, unknown fields, wrong types, bad values, duplicate fields
+// and duplicate ids are errors. Parse and Load report them all (up to
+// MaxErrors; a syntax error stops the reading) as a *FileError of *Error
+// values, each "file:line:column: reason", and refuse the whole file when
+// any rule is invalid, so a caller reloading rules keeps its old ones.
+// Every problem is placed where it is, syntax errors too (package
+// yamlfile):
+//
+//	rules.yaml:3:13: missing "," or "]" after "ip" (in the "[" opened at line 3, column 10)
+//	rules.yaml:4:1: tab character: YAML indents with spaces only
+//	rules.yaml:5:5: rule "a": rate is set twice (first at line 3)
+//
+// Files are bounded: MaxFileBytes, MaxRules, MaxKeyParts, MaxMatchEntries.
 //
 // The result is plain structs (Set, Rule, KeyPart, Match) with Validate
 // methods, for programs that build rules in code.

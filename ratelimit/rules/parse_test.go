@@ -79,8 +79,26 @@ func TestParseErrors(t *testing.T) {
 		want     []string // one per reported problem, in order
 	}{
 		{"empty", "", []string{"f.yaml: empty file"}},
-		{"syntax", "rules: [\n  {id: a,\n", []string{"f.yaml:2: did not find expected"}},
-		{"two documents", "rules: []\n---\nrules: []\n", []string{"f.yaml:2: a rules file holds one document"}},
+		{"syntax", "rules: [\n  {id: a,\n", []string{`f.yaml:2:9: could not find flow map content (the "{" at line 2, column 3 is not closed)`}},
+		// The issue's cases: yaml.v3 said line 2 for the "[" on line 3, and
+		// line 3 for the tab on line 4, with no column.
+		{"unclosed bracket", "rules:\n  - id: a\n    key: [ip\n    rate: 1\n    per: 1s\n",
+			[]string{`f.yaml:3:13: missing "," or "]" after "ip" (in the "[" opened at line 3, column 10)`}},
+		{"tab indentation", "rules:\n  - id: a\n    rate: 1\n\tper: 1s\n",
+			[]string{"f.yaml:4:1: tab character: YAML indents with spaces only"}},
+		{"indented too little", "rules:\n  - id: a\n    rate: 1\n   per: 1s\n",
+			[]string{"f.yaml:4:4: value is not allowed in this context"}},
+		{"indented too far", "rules:\n  - id: a\n    rate: 1\n      per: 1s\n",
+			[]string{`f.yaml:4:10: ":" is not allowed here (a value holding ": " needs quotes; or is the line indented too far?)`}},
+		{"duplicate key", "rules:\n  - id: a\n    rate: 1\n    per: 1s\n    rate: 2\n",
+			[]string{`f.yaml:5:5: rule "a": rate is set twice (first at line 3)`}},
+		{"duplicate top-level key", "rules: []\nrules: []\n", []string{"f.yaml:2:1: rules is set twice (first at line 1)"}},
+		{"json syntax", `{"rules": [{"id": "a", "rate": 1, "per": "1s" "x": 1}]}`,
+			[]string{`f.yaml:1:46: missing "," or "}" after "\"1s\"" (in the "{" opened at line 1, column 12)`}},
+		// goccy/go-yaml reads 1 "per" as one scalar; yaml.v3's message stays, on line 1.
+		{"json syntax without column", `{"rules": [{"id": "a", "rate": 1 "per": "1s"}]}`,
+			[]string{`f.yaml:1: did not find expected ',' or '}'`}},
+		{"two documents", "rules: []\n---\nrules: []\n", []string{"f.yaml:2:1: one document per file; a second one starts here"}},
 		{"top not mapping", "[1, 2]", []string{"f.yaml:1:1: want a mapping with a rules: list at the top, got a list"}},
 		{"missing rules", "identities: {}\n", []string{"f.yaml:1:1: missing rules:"}},
 		{"unknown top field", "rules: []\nrulez: []\n", []string{`f.yaml:2:1: unknown field "rulez"`}},
