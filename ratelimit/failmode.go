@@ -141,28 +141,12 @@ func NewGuarded(primary Keyed, cfg GuardConfig) (*Guarded, error) {
 // AllowN decides a request through the store, or by the fail mode when the
 // store fails or the breaker is open; see the decision table on Guarded.
 func (g *Guarded) AllowN(ctx context.Context, key string, now float64, cost int) (Decision, error) {
-	ticket, err := g.br.Allow(now)
-	if err != nil {
-		g.skipped.Add(1)
-		return g.fail(ctx, key, now, cost, ErrStoreOpen)
+	t := g.Begin(now)
+	if !t.Call() {
+		return t.End(ctx, key, cost, Decision{}, nil)
 	}
-	g.calls.Add(1)
 	d, err := g.primary.AllowN(ctx, key, now, cost)
-	if err == nil {
-		ticket.Done(now, true)
-		return d, nil
-	}
-	if ctx.Err() != nil {
-		// The caller went away: that says nothing about the store.
-		ticket.Cancel()
-		return Decision{}, err
-	}
-	ticket.Done(now, false)
-	g.failures.Add(1)
-	if !errors.Is(err, ErrStoreUnavailable) {
-		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-	}
-	return g.fail(ctx, key, now, cost, err)
+	return t.End(ctx, key, cost, d, err)
 }
 
 // fail applies the fail mode.

@@ -166,7 +166,7 @@ type rule struct {
 	abandon  problem // the 503 body (gave up in the queue)
 	tooBig   problem // the 400 body (cost beyond capacity)
 	c        *ruleCounters
-	gate     *logGate
+	gate     *ratelimit.LogGate
 }
 
 // New returns a Limiter enforcing rs (which it validates) with cfg, or an
@@ -412,7 +412,7 @@ func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
 		policy:   policyField(&r),
 		quotedID: strconv.Quote(r.ID),
 		c:        l.metrics.counters(r.ID),
-		gate:     newLogGate(l.cfg.LogsPerSecond),
+		gate:     ratelimit.NewLogGate(l.cfg.LogsPerSecond),
 		hot:      l.hotKeysLocked(r.ID),
 	}
 	quoted := ru.quotedID
@@ -581,7 +581,7 @@ func (l *Limiter) unavailable(w http.ResponseWriter, ru *rule, d ratelimit.Decis
 }
 
 func (l *Limiter) logShadow(ru *rule, now float64, key string, rq *request, d ratelimit.Decision) {
-	ok, dropped := ru.gate.allow(now)
+	ok, dropped := ru.gate.Allow(now)
 	if !ok {
 		return
 	}
@@ -591,7 +591,7 @@ func (l *Limiter) logShadow(ru *rule, now float64, key string, rq *request, d ra
 }
 
 func (l *Limiter) logStoreError(ru *rule, now float64, key string, err error) {
-	ok, dropped := ru.gate.allow(now)
+	ok, dropped := ru.gate.Allow(now)
 	if !ok {
 		return
 	}
