@@ -115,9 +115,9 @@
 // estimated 3–6 × log10(limit) requests queued, so it settles near C + a
 // few. Choose it for the smallest standing queue. Configured with
 // Netflix's functions, SmoothPerSample and the minimum RTT, it computes
-// Netflix's VegasLimit's sequence for samples that are not dropped
-// (limit/ported_test.go runs VegasLimitTest's cases); the remaining
-// differences are in docs/PEERS.md.
+// Netflix's VegasLimit's sequence for samples that are not dropped and do
+// not set a new minimum RTT (limit/ported_test.go runs VegasLimitTest's
+// cases); the remaining differences are in docs/PEERS.md.
 //
 // # No-load RTT and probing
 //

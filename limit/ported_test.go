@@ -202,6 +202,12 @@ func TestPortedVegasLimitTestOurDefaults(t *testing.T) {
 		DecreaseFunc: func(l float64) float64 { return l / 2 }})
 	runSteps(t, v, []step{{1, 0.010, 100, false, 100}, {2, 0.020, 100, false, 75}, {3, 0.020, 100, false, 56}})
 
+	// A sample below the smallest RTT so far: Netflix's VegasLimit only
+	// records the new minimum (10 stays 10); ours takes the new minimum
+	// and compares the sample with it, queue 0 ≤ 1: 10 + beta 6.
+	v = newVegasT(t, netflixVegasTest())
+	runSteps(t, v, []step{{1, 0.010, 10, false, 10}, {2, 0.008, 11, false, 16}})
+
 	// A dropped sample: Netflix applies the decrease function (smoothed,
 	// on every drop: 100 → 75 → 56 with the case above); ours multiplies
 	// by Backoff, unsmoothed, once per round trip: 100 → 90 → 90.

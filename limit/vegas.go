@@ -129,9 +129,10 @@ func (cfg VegasConfig) validateBounds() error {
 //
 // Configured with SmoothPerSample, the minimum RTT (Probe.Quantile < 0),
 // probing off and Netflix's functions, it computes Netflix's sequence for
-// samples that are not dropped; the differences otherwise are listed in
-// docs/PEERS.md (drops, probing, the quantile RTTs, smoothing per round
-// trip, t as a real logarithm).
+// samples that are not dropped and do not lower the smallest RTT seen
+// (Netflix's only records a new minimum; ours counts it as no queue); the
+// differences otherwise are listed in docs/PEERS.md (drops, probing, the
+// quantile RTTs, smoothing per round trip, t as a real logarithm).
 type Vegas struct {
 	cfg   VegasConfig // immutable after NewVegas
 	limit float64
