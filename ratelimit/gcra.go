@@ -1,7 +1,5 @@
 package ratelimit
 
-import "math"
-
 // GCRA is the Generic Cell Rate Algorithm (ITU-T I.371; the ATM Forum's
 // virtual scheduling form), token-bucket maths with one timestamp per key:
 // the theoretical arrival time TAT, the instant the key's bucket would be full
@@ -9,27 +7,32 @@ import "math"
 // τ = (Burst − 1)·T, a request of cost 1 at now sees tat = max(TAT, now); it
 // is refused if tat − now > τ (retry after tat − now − τ), else TAT becomes
 // tat + T. A request of cost c is refused if tat − now + (c − 1)·T > τ, else
-// TAT becomes tat + c·T. It decides like TokenBucket.
+// TAT becomes tat + c·T.
 //
-// TAT is an absolute time, so each TAT + T rounds to the precision of now
-// (2^-52·now): a burst at now = 13.7 with Rate 3 would see its last slot
-// refused by 2e-15 s. The comparison therefore allows a slack of
-// Burst·tat·2^-52 seconds, about what Burst such roundings add up to (for
-// Burst 1000 at now = 10^6 s, 0.2 µs) and far below the 2^-11 s grid on
-// which the tests show GCRA and TokenBucket agree bit for bit.
-// The configuration is immutable and safe to share.
+// The arithmetic is in integers (see the package doc, "Exact arithmetic"):
+// now in whole nanoseconds, TAT and T in time units of 1/m ns chosen from the
+// rate so that T is a whole number of them. For the rates that covers (every
+// whole rate up to 1024 per second, and counts per period such as 100/min or
+// 7 per 1.5 s) the decisions are those of exact arithmetic on the callers'
+// timestamps. It decides exactly like TokenBucket while the clock does not
+// step back. The configuration is immutable and safe to share.
 type GCRA struct {
 	rate     float64
-	interval float64 // T = 1/Rate, seconds per unit
-	tau      float64 // τ = (Burst − 1)·T, seconds
-	slack    float64 // Burst·2^-52: times tat, the rounding allowance
 	burst    int
+	lat      lattice
+	interval uint64  // T in time units
+	full     uint64  // Burst·T: τ + T, the most a TAT may lead now by
+	inv      float64 // 1/interval
 }
 
-// GCRAState is one key's theoretical arrival time: 8 bytes. The zero value
-// (TAT = 0) is a full bucket for any now ≥ 0. Not safe for concurrent use.
+// GCRAState is one key's theoretical arrival time: 8 bytes, in the
+// configuration's time units modulo 2^64 (read relative to now, so a state is
+// exact while its TAT is within 2^63 units of now: 292 years / m). 0 means
+// "never seen", a full bucket; a TAT that falls on 0 is kept one unit later.
+// Not safe for concurrent use. A state belongs to the configuration that
+// wrote it and to those made from it by WithLimit.
 type GCRAState struct {
-	tat float64
+	tat uint64
 }
 
 // NewGCRA returns a GCRA limiter for l, or an error wrapping ErrInvalidLimit
@@ -38,9 +41,29 @@ func NewGCRA(l Limit) (*GCRA, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	t := 1 / l.Rate
-	return &GCRA{rate: l.Rate, interval: t, tau: float64(float64(l.Burst-1) * t),
-		slack: float64(l.Burst) * 0x1p-52, burst: l.Burst}, nil
+	lat := newLattice(l.Rate, l.Burst)
+	return newGCRA(l, lat, lat.interval), nil
+}
+
+func newGCRA(l Limit, lat lattice, interval uint64) *GCRA {
+	return &GCRA{rate: l.Rate, burst: l.Burst, lat: lat, interval: interval,
+		full: uint64(l.Burst) * interval, inv: 1 / float64(interval)}
+}
+
+// WithLimit returns the configuration for l in g's units: it reads and
+// writes g's states, so that a store can decide one key's state under g and
+// under a scaled limit in turn (as Memory.SetScale does). Its emission
+// interval is 1/l.Rate rounded up to g's time unit (exact when it is a
+// whole number of them).
+func (g *GCRA) WithLimit(l Limit) (*GCRA, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	iv, err := g.lat.derive(l.Rate, l.Burst)
+	if err != nil {
+		return nil, err
+	}
+	return newGCRA(l, g.lat, iv), nil
 }
 
 // Limit returns the configuration.
@@ -48,60 +71,64 @@ func (g *GCRA) Limit() Limit { return Limit{Rate: g.rate, Burst: g.burst} }
 
 // Decide answers a request of cost units at now and updates s (only when the
 // request is allowed). A now earlier than an earlier one needs no clamping:
-// tat = max(TAT, now) never moves TAT back.
+// tat = max(TAT, now) never moves TAT back; the TAT is then further ahead of
+// now, so a clock stepping back only refuses more.
 func (g *GCRA) Decide(s *GCRAState, now float64, cost int) Decision {
 	now = clampNow(now)
-	tat := s.tat
-	if now > tat {
-		tat = now
-	}
+	ns := toNanos(now)
+	nowU := g.lat.units(ns) // modulo 2^64, as TAT
+	tat, ahead := leadOf(s.tat, nowU)
 	if cost <= 0 {
-		return Decision{Allowed: true, Remaining: g.remaining(tat, now), Reset: tat - now}
+		return Decision{Allowed: true, Remaining: g.remaining(ahead), Reset: float64(ahead) / g.lat.perSec}
 	}
-	extra := float64(float64(cost-1) * g.interval) // 0 for cost 1
-	if wait := tat - now + extra; wait > g.limit(tat) {
+	if cost > g.burst || ahead > g.full || uint64(cost)*g.interval > g.full-ahead {
 		retry := never
 		if cost <= g.burst {
-			retry = g.retry(tat, now, wait, extra)
+			wait := ahead + uint64(cost)*g.interval - g.full // time units until it fits
+			retry = retryAt(now, ns, g.lat.instant(ns, nowU, wait))
 		}
-		return Decision{Remaining: g.remaining(tat, now), RetryAfter: retry, Reset: tat - now}
+		return Decision{Remaining: g.remaining(ahead), RetryAfter: retry, Reset: float64(ahead) / g.lat.perSec}
 	}
-	tat += float64(float64(cost) * g.interval)
+	step := uint64(cost) * g.interval
+	if tat += step; tat == 0 {
+		tat = 1 // 0 is "never seen"
+	}
 	s.tat = tat
-	return Decision{Allowed: true, Remaining: g.remaining(tat, now), Reset: tat - now}
+	ahead += step
+	return Decision{Allowed: true, Remaining: g.remaining(ahead), Reset: float64(ahead) / g.lat.perSec}
 }
 
-// limit is τ plus the rounding slack at tat.
-func (g *GCRA) limit(tat float64) float64 { return g.tau + float64(tat*g.slack) }
+// leadOf reads a stored instant (0: none) against nowU, both in time units
+// modulo 2^64: it returns max(stored, nowU) and how far that is ahead of
+// nowU.
+func leadOf(stored, nowU uint64) (at, ahead uint64) {
+	if d := int64(stored - nowU); stored != 0 && d > 0 {
+		return stored, uint64(d)
+	}
+	return nowU, 0
+}
 
-// remaining is the largest cost k ≤ Burst with ahead + (k − 1)·T ≤ τ, where
-// ahead = tat − now: an estimate, then corrected by the rule Decide applies.
-func (g *GCRA) remaining(tat, now float64) int {
-	ahead, limit := tat-now, g.limit(tat)
-	k := math.Floor(float64((limit-ahead)*g.rate)) + 1
-	if !(k > 0) {
+// remaining is the largest cost k ≤ Burst with ahead + k·T ≤ Burst·T.
+func (g *GCRA) remaining(ahead uint64) int {
+	if ahead >= g.full {
 		return 0
 	}
-	if k > float64(g.burst) {
-		k = float64(g.burst)
-	}
-	n := int(k)
-	if n > 0 && ahead+float64(float64(n-1)*g.interval) > limit {
-		n--
-	} else if n < g.burst && ahead+float64(float64(n)*g.interval) <= limit {
-		n++
-	}
-	return n
+	return int(floorDiv(g.full-ahead, g.interval, g.inv))
 }
 
-// retry starts from tat − now + (c − 1)·T − τ, the seed's tat − now − τ for
-// cost 1.
-func (g *GCRA) retry(tat, now, wait, extra float64) float64 {
-	return retryAfter(now, wait-g.tau, func(t float64) bool {
-		x := tat
-		if t > x {
-			x = t
-		}
-		return x-t+extra <= g.limit(x)
-	})
+// ceilDiv is ⌈x/d⌉ as nanoseconds, for x below 2^63.
+func ceilDiv(x, d uint64) int64 {
+	if d == 1 {
+		return int64(x)
+	}
+	return int64((x + d - 1) / d)
+}
+
+// laterBy is the instant d ≥ 0 nanoseconds after ns, or maxNanos+1 (beyond
+// every instant: retryAt answers +Inf) if that is past maxNanos.
+func laterBy(ns, d int64) int64 {
+	if d > maxNanos-ns {
+		return maxNanos + 1
+	}
+	return ns + d
 }

@@ -28,8 +28,8 @@ type hashTable[S any] struct {
 
 // hashEntry is one slot of a hashTable; h == 0 is an empty slot.
 type hashEntry[S any] struct {
-	h     uint64  // the key's identity: its keyed hash (never 0 when live)
-	used  float64 // the latest now of a decision on the key, seconds
+	h     uint64 // the key's identity: its keyed hash (never 0 when live)
+	used  int64  // the latest now of a decision on the key, nanoseconds
 	state S
 }
 
@@ -85,7 +85,7 @@ func (t *hashTable[S]) find(h uint64) *hashEntry[S] {
 // insert adds identity h (h ≠ 0, absent) with state s, growing the table
 // if it would be more than 3/4 full (never beyond maxSlots: the caller keeps
 // n within the cap).
-func (t *hashTable[S]) insert(h uint64, used float64, s S) {
+func (t *hashTable[S]) insert(h uint64, used int64, s S) {
 	if 4*(t.n+1) > 3*len(t.slots) && len(t.slots) < t.maxSlots {
 		t.resize(max(2*len(t.slots), hashMinSlots))
 	}

@@ -204,7 +204,7 @@ func TestHashTableGrowth(t *testing.T) {
 	var grown []int
 	for i := range maxKeys {
 		before := len(tb.slots)
-		tb.insert(hashIdentity(r.Uint64()), float64(i), GCRAState{tat: float64(i)})
+		tb.insert(hashIdentity(r.Uint64()), int64(i), GCRAState{tat: uint64(i)})
 		if len(tb.slots) != before {
 			grown = append(grown, len(tb.slots))
 			if 4*i > 3*before && before != 0 || 4*(i+1) <= 3*before {
@@ -230,12 +230,12 @@ func TestMemoryHashedSweepAcrossWrap(t *testing.T) {
 	want := map[uint64]bool{}
 	for i := range 12 {
 		h := uint64(13+i%4)&15 | uint64(i+1)<<8
-		tat := 100.0
+		tat := uint64(100e9) // nanoseconds: the rate 1/s counts in them
 		if i%2 == 1 {
-			tat = 1
+			tat = 1e9
 		}
 		sh.t.insert(h, 0, GCRAState{tat: tat})
-		want[h] = tat == 100
+		want[h] = tat == 100e9
 	}
 	hashCheckTable(t, &sh.t)
 	if n := m.Sweep(5); n != 6 {

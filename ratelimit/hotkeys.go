@@ -60,7 +60,7 @@ type HeavyHitters struct {
 	depth    int
 	k        int
 	minCount uint64
-	interval float64
+	interval int64 // nanoseconds; 0: no decay
 	decay    float64
 	shards   []hhShard
 }
@@ -103,7 +103,7 @@ type hhShard struct {
 	counts []uint32       // guarded by mu: depth rows of width counters
 	top    []HotKey       // guarded by mu: min-heap by Count, len ≤ k
 	pos    map[string]int // guarded by mu: key → index in top
-	epoch  float64        // guarded by mu: start of the current interval
+	epoch  int64          // guarded by mu: start of the current interval, ns
 	_      [64]byte
 }
 
@@ -148,7 +148,7 @@ func NewHeavyHitters(cfg HotKeysConfig) (*HeavyHitters, error) {
 		return bad("Decay must be in [0, 1), got %v", cfg.Decay)
 	}
 	h := &HeavyHitters{seed: maphash.MakeSeed(), width: uint64(cfg.Width), depth: cfg.Depth, k: cfg.TopK,
-		minCount: cfg.MinCount, interval: cfg.Interval, decay: cfg.Decay, shards: make([]hhShard, cfg.Shards)}
+		minCount: cfg.MinCount, interval: hhInterval(cfg.Interval), decay: cfg.Decay, shards: make([]hhShard, cfg.Shards)}
 	bits := uint(0)
 	for 1<<bits < cfg.Shards {
 		bits++
@@ -190,7 +190,7 @@ func (h *HeavyHitters) Observe(key string, n int, now float64) (estimate uint64,
 	sh, x := h.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	h.decayLocked(sh, clampNow(now))
+	h.decayLocked(sh, toNanos(now))
 	var cells [hhMaxDepth]int
 	est := uint64(math.MaxUint32)
 	for i := range h.depth {
@@ -251,11 +251,11 @@ func (h *HeavyHitters) Estimate(key string) uint64 {
 // Tick applies the decays due at now to every shard; Observe does it for
 // the shard it touches. Call it before Top when observations are rare.
 func (h *HeavyHitters) Tick(now float64) {
-	now = clampNow(now)
+	ns := toNanos(now)
 	for i := range h.shards {
 		sh := &h.shards[i]
 		sh.mu.Lock()
-		h.decayLocked(sh, now)
+		h.decayLocked(sh, ns)
 		sh.mu.Unlock()
 	}
 }
@@ -292,20 +292,25 @@ func (h *HeavyHitters) Top(dst []HotKey) []HotKey {
 	return dst
 }
 
+// hhInterval is HotKeysConfig.Interval in nanoseconds (0: no decay).
+func hhInterval(seconds float64) int64 {
+	if seconds > 0 {
+		return durationNanos(seconds)
+	}
+	return 0
+}
+
 // decayLocked multiplies the shard's counts by Decay once per interval
 // that has ended by now.
-func (h *HeavyHitters) decayLocked(sh *hhShard, now float64) {
-	if h.interval == 0 || now < sh.epoch+h.interval {
+func (h *HeavyHitters) decayLocked(sh *hhShard, ns int64) {
+	if h.interval == 0 || ns-sh.epoch < h.interval {
 		return
 	}
-	periods := math.Floor((now - sh.epoch) / h.interval)
-	sh.epoch += float64(periods * h.interval)
-	if sh.epoch > now { // rounding: never start an interval in the future
-		sh.epoch = now
-	}
+	periods := (ns - sh.epoch) / h.interval
+	sh.epoch += periods * h.interval
 	f := 0.0
 	if h.decay > 0 {
-		f = math.Pow(h.decay, periods)
+		f = math.Pow(h.decay, float64(periods))
 	}
 	if f == 0 {
 		clear(sh.counts)

@@ -90,8 +90,8 @@ type Leased struct {
 	global Keyed         // immutable
 	hot    *HeavyHitters // immutable; nil: lease every key
 	size   int
-	refill int // fetch ahead when a decision leaves this many units or fewer; −1: never
-	ttl    float64
+	refill int   // fetch ahead when a decision leaves this many units or fewer; −1: never
+	ttl    int64 // nanoseconds
 	seed   maphash.Seed
 	shift  uint
 	shards []leaseShard
@@ -146,10 +146,10 @@ type leaseShard struct {
 // each spendable until its expiry.
 type leaseState struct {
 	units    [2]int        // units left per batch
-	expires  [2]float64    // a batch's units may be spent while now < its expiry
-	reset    float64       // instant the global store said it would be full again
+	expires  [2]int64      // a batch's units may be spent while now < its expiry (ns)
+	reset    int64         // instant the global store said it would be full again (ns)
 	remain   int           // the global store's Remaining when the last lease was taken
-	quiet    float64       // no refill before this instant (the last one was refused)
+	quiet    int64         // no refill before this instant, ns (the last one was refused)
 	fetching bool          // a goroutine is asking the global store for a lease
 	done     chan struct{} // while fetching: closed when the fetch ends
 }
@@ -169,7 +169,7 @@ func (s *leaseState) take(c int) {
 
 // add stores n units expiring at exp in an empty batch, or else joins them
 // to the batch that expires last (which expires before exp).
-func (s *leaseState) add(n int, exp float64) {
+func (s *leaseState) add(n int, exp int64) {
 	if n <= 0 {
 		return
 	}
@@ -224,7 +224,7 @@ func NewLeased(global Keyed, cfg LeaseConfig) (*Leased, error) {
 	case cfg.MaxKeys/cfg.Shards >= 1<<31:
 		return bad("MaxKeys/Shards must be below 2^31, got %d", cfg.MaxKeys/cfg.Shards)
 	}
-	l := &Leased{global: global, hot: cfg.Hot, size: cfg.Size, refill: cfg.Refill, ttl: cfg.TTL, seed: maphash.MakeSeed(),
+	l := &Leased{global: global, hot: cfg.Hot, size: cfg.Size, refill: cfg.Refill, ttl: durationNanos(cfg.TTL), seed: maphash.MakeSeed(),
 		shards: make([]leaseShard, cfg.Shards)}
 	bits := uint(0)
 	for 1<<bits < cfg.Shards {
@@ -253,27 +253,28 @@ func (l *Leased) AllowN(ctx context.Context, key string, now float64, cost int) 
 	h := memHash(l.seed, key)
 	sh := &l.shards[h>>l.shift]
 	frag := uint32(h)
+	ns := toNanos(now)
 
 	sh.mu.Lock()
 	i := sh.t.lookup(key, frag)
 	if i < 0 {
-		l.insertLocked(sh, strings.Clone(key), frag, now)
+		l.insertLocked(sh, strings.Clone(key), frag, ns)
 		i = sh.t.lookup(key, frag)
 	}
 	e := sh.t.at(i)
 	s := &e.state
-	e.used = max(e.used, now)
-	l.expireLocked(sh, s, now)
+	e.used = max(e.used, ns)
+	l.expireLocked(sh, s, ns)
 	if s.total() >= cost {
 		s.take(cost)
 		sh.stats.Local++
-		d := Decision{Allowed: true, Remaining: s.total() + s.remain, Reset: max(s.reset-now, 0)}
+		d := s.local(ns)
 		var done chan struct{}
-		if !s.fetching && s.total() <= l.refill && now >= s.quiet {
+		if !s.fetching && s.total() <= l.refill && ns >= s.quiet {
 			done = make(chan struct{})
 			s.fetching, s.done = true, done
 		}
-		l.sweepLocked(sh, now)
+		l.sweepLocked(sh, ns)
 		sh.mu.Unlock()
 		if done != nil {
 			l.fetch(ctx, sh, key, frag, now, 0, done)
@@ -303,11 +304,12 @@ func (l *Leased) await(ctx context.Context, sh *leaseShard, done chan struct{}, 
 	sh.mu.Lock()
 	if i := sh.t.lookup(key, frag); i >= 0 {
 		s := &sh.t.at(i).state
-		l.expireLocked(sh, s, now)
+		ns := toNanos(now)
+		l.expireLocked(sh, s, ns)
 		if s.total() >= cost {
 			s.take(cost)
 			sh.stats.Local++
-			d := Decision{Allowed: true, Remaining: s.total() + s.remain, Reset: max(s.reset-now, 0)}
+			d := s.local(ns)
 			sh.mu.Unlock()
 			return d, nil
 		}
@@ -331,13 +333,14 @@ func (l *Leased) fetch(ctx context.Context, sh *leaseShard, key string, frag uin
 		trips++
 	}
 
+	ns := toNanos(now)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	defer close(done)
 	sh.stats.RoundTrips += trips
 	i := sh.t.lookup(key, frag)
 	if i < 0 && err == nil && d.Allowed && n > cost { // dropped meanwhile
-		l.insertLocked(sh, strings.Clone(key), frag, now)
+		l.insertLocked(sh, strings.Clone(key), frag, ns)
 		i = sh.t.lookup(key, frag)
 	}
 	var s *leaseState
@@ -349,7 +352,7 @@ func (l *Leased) fetch(ctx context.Context, sh *leaseShard, key string, frag uin
 	}
 	if err != nil || !d.Allowed {
 		if s != nil && cost == 0 && err == nil {
-			s.quiet = now + d.RetryAfter
+			s.quiet = toNanos(now + d.RetryAfter)
 		}
 		return d, err
 	}
@@ -357,17 +360,22 @@ func (l *Leased) fetch(ctx context.Context, sh *leaseShard, key string, frag uin
 	if s == nil { // n == cost: nothing to keep
 		return Decision{Allowed: true, Remaining: d.Remaining, Reset: d.Reset}, nil
 	}
-	l.expireLocked(sh, s, now)
-	s.add(n-cost, now+l.ttl)
-	s.remain, s.reset = d.Remaining, now+d.Reset
+	l.expireLocked(sh, s, ns)
+	s.add(n-cost, laterBy(ns, l.ttl))
+	s.remain, s.reset = d.Remaining, toNanos(now+d.Reset)
 	return Decision{Allowed: true, Remaining: s.total() + d.Remaining, Reset: d.Reset}, nil
 }
 
+// local is the decision for a request served from the lease at ns.
+func (s *leaseState) local(ns int64) Decision {
+	return Decision{Allowed: true, Remaining: s.total() + s.remain, Reset: nanosSeconds(max(s.reset-ns, 0))}
+}
+
 // expireLocked strands the units of the lease's batches that have expired
-// at now.
-func (l *Leased) expireLocked(sh *leaseShard, s *leaseState, now float64) {
+// at ns.
+func (l *Leased) expireLocked(sh *leaseShard, s *leaseState, ns int64) {
 	for b := range s.units {
-		if s.units[b] > 0 && now >= s.expires[b] {
+		if s.units[b] > 0 && ns >= s.expires[b] {
 			sh.stats.StrandedUnits += uint64(s.units[b])
 			s.units[b] = 0
 		}
@@ -375,13 +383,13 @@ func (l *Leased) expireLocked(sh *leaseShard, s *leaseState, now float64) {
 }
 
 // insertLocked adds an empty lease, making room first if the shard is full.
-func (l *Leased) insertLocked(sh *leaseShard, key string, frag uint32, now float64) {
+func (l *Leased) insertLocked(sh *leaseShard, key string, frag uint32, ns int64) {
 	if sh.t.n >= sh.max {
-		victim, oldest := -1, math.Inf(1)
+		victim, oldest := -1, int64(math.MaxInt64)
 		for range 5 {
 			i := sh.t.random()
 			e := sh.t.at(i)
-			if l.droppable(&e.state, now) {
+			if l.droppable(&e.state, ns) {
 				victim = i
 				break
 			}
@@ -389,42 +397,42 @@ func (l *Leased) insertLocked(sh *leaseShard, key string, frag uint32, now float
 				victim, oldest = i, e.used
 			}
 		}
-		l.dropLocked(sh, victim, now)
+		l.dropLocked(sh, victim, ns)
 	}
-	sh.t.insert(key, frag, now, leaseState{})
+	sh.t.insert(key, frag, ns, leaseState{})
 }
 
 // droppable reports whether a lease holds no usable units, nobody is
 // fetching for it, and it does not remember a refused refill.
-func (l *Leased) droppable(s *leaseState, now float64) bool {
-	if s.fetching || now < s.quiet {
+func (l *Leased) droppable(s *leaseState, ns int64) bool {
+	if s.fetching || ns < s.quiet {
 		return false
 	}
 	for b := range s.units {
-		if s.units[b] > 0 && now < s.expires[b] {
+		if s.units[b] > 0 && ns < s.expires[b] {
 			return false
 		}
 	}
 	return true
 }
 
-func (l *Leased) dropLocked(sh *leaseShard, i int, now float64) {
+func (l *Leased) dropLocked(sh *leaseShard, i int, ns int64) {
 	s := &sh.t.at(i).state
-	l.expireLocked(sh, s, now)
+	l.expireLocked(sh, s, ns)
 	sh.stats.StrandedUnits += uint64(s.total()) // a live lease evicted
 	sh.t.remove(i)
 }
 
 // sweepLocked looks at the next lease of the shard's cursor.
-func (l *Leased) sweepLocked(sh *leaseShard, now float64) {
+func (l *Leased) sweepLocked(sh *leaseShard, ns int64) {
 	if sh.t.n == 0 {
 		return
 	}
 	if sh.t.cursor >= sh.t.n {
 		sh.t.cursor = 0
 	}
-	if l.droppable(&sh.t.at(sh.t.cursor).state, now) {
-		l.dropLocked(sh, sh.t.cursor, now)
+	if l.droppable(&sh.t.at(sh.t.cursor).state, ns) {
+		l.dropLocked(sh, sh.t.cursor, ns)
 	} else {
 		sh.t.cursor++
 	}

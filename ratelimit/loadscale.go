@@ -1,5 +1,7 @@
 package ratelimit
 
+import "fmt"
+
 // The pieces of load-aware limits (see ClassCurve and Memory.SetScale) that
 // other stores reuse, so that every store scales a rule with the same
 // formulas: package ratelimit/redisstore sends the scaled limit to its
@@ -33,3 +35,53 @@ func ScaledSpec(s Spec, f float64) (scaled Spec, ok bool) {
 // the next (a less important class never gets more than a more important
 // one). The error wraps ErrInvalidKeyedConfig and names the class.
 func ValidateClasses(cs []ClassCurve) error { return validateCurves(cs) }
+
+// ScaledDecider returns the configuration that a store enforces for the rule
+// s at scale f (ScaledSpec's limit), made from base, the rule's own
+// configuration (what NewGCRA, NewTokenBucket, ... return for s), so that
+// it reads and writes base's states: a key's state carries over between
+// scales as Memory.SetScale documents. For the bucket algorithms that is
+// base.WithLimit (states are in the units of the rule's rate); a
+// configuration built separately for the scaled limit would misread them.
+// At scale 1 it is base itself; ok is false when the class is closed at f
+// (see ScaledSpec) or base is not one of this package's algorithms.
+func ScaledDecider[S any](base Decider[S], s Spec, f float64) (d Decider[S], ok bool) {
+	sc, ok := ScaledSpec(s, f)
+	if !ok {
+		return nil, false
+	}
+	if clampScale(f) >= 1 {
+		return base, true
+	}
+	d, err := deriveDecider(base, sc)
+	return d, err == nil
+}
+
+// deriveDecider returns the configuration for the scaled Spec sc that reads
+// and writes base's states.
+func deriveDecider[S any](base Decider[S], sc Spec) (Decider[S], error) {
+	var d any
+	var err error
+	switch b := any(base).(type) {
+	case *GCRA:
+		d, err = b.WithLimit(sc.Limit())
+	case *TokenBucket:
+		d, err = b.WithLimit(sc.Limit())
+	case *LeakyMeter:
+		d, err = b.WithLimit(sc.Limit())
+	case *LeakyQueue:
+		d, err = b.WithLimit(sc.Limit())
+	case *FixedWindow:
+		d, err = NewFixedWindow(sc.Quota())
+	case *SlidingLog:
+		d, err = NewSlidingLog(sc.Quota())
+	case *SlidingCounter:
+		d, err = NewSlidingCounter(sc.Quota())
+	default:
+		return nil, fmt.Errorf("%w: %T is not an algorithm of package ratelimit", ErrInvalidLimit, base)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.(Decider[S]), nil
+}

@@ -55,7 +55,7 @@ func newHashedOf[S any](spec Spec, cfg MemoryConfig, algo memAlgo[S]) (*hashedOf
 }
 
 func (m *hashedOf[S]) allowN(key string, class int, now float64, cost int, out *Decision) {
-	now = clampNow(now)
+	ns := toNanos(now)
 	c, dec := m.config(class)
 	h := memHash(m.seed, key)
 	sh := &m.shards[h>>m.shift]
@@ -65,16 +65,16 @@ func (m *hashedOf[S]) allowN(key string, class int, now float64, cost int, out *
 	// be held across it. (A key dropped here was full: deciding it as a new
 	// key is the same decision.)
 	if sh.tick++; sh.tick&(hashSweepEvery-1) == 0 {
-		m.sweepLocked(sh, now, c, hashSweepSlots)
+		m.sweepLocked(sh, ns, c, hashSweepSlots)
 	}
 	e := sh.t.find(h)
 	if e == nil || dec == nil {
-		*out = m.slowLocked(sh, e, h, now, cost, c, dec)
+		*out = m.slowLocked(sh, e, h, now, ns, cost, c, dec)
 		sh.mu.Unlock()
 		return
 	}
-	if now > e.used {
-		e.used = now
+	if ns > e.used {
+		e.used = ns
 	}
 	// Stored straight into the caller's Decision: see memoryOf.allowN.
 	*out = dec.Decide(&e.state, now, cost)
@@ -82,11 +82,11 @@ func (m *hashedOf[S]) allowN(key string, class int, now float64, cost int, out *
 }
 
 // slowLocked decides for a key not held (e nil) or in a closed class (dec
-// nil).
-func (m *hashedOf[S]) slowLocked(sh *hashShard[S], e *hashEntry[S], h uint64, now float64, cost int, c *memConfig[S], dec Decider[S]) Decision {
+// nil); ns is toNanos(now).
+func (m *hashedOf[S]) slowLocked(sh *hashShard[S], e *hashEntry[S], h uint64, now float64, ns int64, cost int, c *memConfig[S], dec Decider[S]) Decision {
 	if e != nil {
-		if now > e.used {
-			e.used = now
+		if ns > e.used {
+			e.used = ns
 		}
 		return c.closed(cost)
 	}
@@ -96,11 +96,11 @@ func (m *hashedOf[S]) slowLocked(sh *hashShard[S], e *hashEntry[S], h uint64, no
 	} else {
 		d = c.closed(cost)
 	}
-	if !c.isFull(&sh.scratch, now) {
+	if !c.isFull(&sh.scratch, ns) {
 		if sh.t.n >= sh.max {
-			m.evictLocked(sh, now, c)
+			m.evictLocked(sh, ns, c)
 		}
-		sh.t.insert(h, now, sh.scratch)
+		sh.t.insert(h, ns, sh.scratch)
 		sh.counts.Inserts++
 	}
 	var zero S
@@ -110,11 +110,11 @@ func (m *hashedOf[S]) slowLocked(sh *hashShard[S], e *hashEntry[S], h uint64, no
 
 // evictLocked removes one key of a non-empty shard: the first expired one
 // of a random sample, else the sample's least recently used.
-func (m *hashedOf[S]) evictLocked(sh *hashShard[S], now float64, c *memConfig[S]) {
-	victim, oldest := -1, math.Inf(1)
+func (m *hashedOf[S]) evictLocked(sh *hashShard[S], ns int64, c *memConfig[S]) {
+	victim, oldest := -1, int64(math.MaxInt64)
 	for range m.sample {
 		p := sh.t.random()
-		if m.dropLocked(sh, p, now, c) {
+		if m.dropLocked(sh, p, ns, c) {
 			return
 		}
 		if u := sh.t.slots[p].used; victim < 0 || u < oldest {
@@ -125,11 +125,11 @@ func (m *hashedOf[S]) evictLocked(sh *hashShard[S], now float64, c *memConfig[S]
 	sh.counts.Evicted++
 }
 
-// dropLocked removes the entry in slot p if it has expired at now and
+// dropLocked removes the entry in slot p if it has expired at ns and
 // reports whether it did.
-func (m *hashedOf[S]) dropLocked(sh *hashShard[S], p int, now float64, c *memConfig[S]) bool {
+func (m *hashedOf[S]) dropLocked(sh *hashShard[S], p int, ns int64, c *memConfig[S]) bool {
 	e := &sh.t.slots[p]
-	switch m.expiry(&e.state, e.used, now, c) {
+	switch m.expiry(&e.state, e.used, ns, c) {
 	case memExpired:
 		sh.counts.Expired++
 	case memIdleExpired:
@@ -143,7 +143,7 @@ func (m *hashedOf[S]) dropLocked(sh *hashShard[S], p int, now float64, c *memCon
 
 // sweepLocked looks at the next k slots of the shard's sweep cursor, then
 // shrinks the table if it has become nearly empty.
-func (m *hashedOf[S]) sweepLocked(sh *hashShard[S], now float64, c *memConfig[S], k int) {
+func (m *hashedOf[S]) sweepLocked(sh *hashShard[S], ns int64, c *memConfig[S], k int) {
 	t := &sh.t
 	for range k {
 		if t.n == 0 {
@@ -153,14 +153,14 @@ func (m *hashedOf[S]) sweepLocked(sh *hashShard[S], now float64, c *memConfig[S]
 			t.cursor = 0
 		}
 		// A removal shifts a later entry into the slot: look at it again.
-		if t.slots[t.cursor].h == 0 || !m.dropLocked(sh, t.cursor, now, c) {
+		if t.slots[t.cursor].h == 0 || !m.dropLocked(sh, t.cursor, ns, c) {
 			t.cursor++
 		}
 	}
 	t.shrink()
 }
 
-func (m *hashedOf[S]) sweep(now float64) int {
+func (m *hashedOf[S]) sweep(ns int64) int {
 	dropped := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -176,7 +176,7 @@ func (m *hashedOf[S]) sweep(now float64) int {
 			}
 			size = len(t.slots)
 			for k := 0; k < memSweepBatch && j < size; k++ {
-				if t.slots[j].h != 0 && m.dropLocked(sh, j, now, c) {
+				if t.slots[j].h != 0 && m.dropLocked(sh, j, ns, c) {
 					dropped++
 				} else {
 					j++

@@ -117,8 +117,8 @@ type Memory struct {
 
 	curves   []ClassCurve   // immutable
 	health   func() float64 // immutable; nil: not polled
-	interval float64        // seconds between polls
-	nextPoll atomic.Uint64  // float64 bits of the next poll instant
+	interval int64          // nanoseconds between polls
+	nextPoll atomic.Int64   // the next poll instant, nanoseconds
 	pubMu    sync.Mutex     // serialises publications of scaled configurations
 }
 
@@ -204,7 +204,7 @@ func NewMemory(spec Spec, cfg MemoryConfig) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Memory{spec: spec, curves: cfg.Classes, health: cfg.Health, interval: cfg.HealthInterval}
+	m := &Memory{spec: spec, curves: cfg.Classes, health: cfg.Health, interval: durationNanos(cfg.HealthInterval)}
 	f := &m.fast
 	hashed := !cfg.ExactKeys
 	switch spec.Algorithm {
@@ -302,7 +302,7 @@ type memTyped struct {
 // allowN decides in class into out; see AllowClassN.
 func (m *Memory) allowN(key string, class int, now float64, cost int, out *Decision) {
 	if m.health != nil {
-		m.poll(clampNow(now))
+		m.poll(toNanos(now))
 	}
 	f := &m.fast
 	switch m.kind {
@@ -443,23 +443,24 @@ func (m *Memory) Stats() MemoryStats { return m.impl.stats() }
 // their own; call Sweep periodically (from a ticker of your own) to give
 // memory back sooner after a flood of keys. It holds one shard's lock at a
 // time, for at most 256 entries.
-func (m *Memory) Sweep(now float64) int { return m.impl.sweep(clampNow(now)) }
+func (m *Memory) Sweep(now float64) int { return m.impl.sweep(toNanos(now)) }
 
 // memImpl is the algorithm-independent face of memoryOf[S].
 type memImpl interface {
 	publish(scales []float64)
 	scales() []float64
 	stats() MemoryStats
-	sweep(now float64) int
+	sweep(ns int64) int
 }
 
 // memAlgo adapts one algorithm to the store.
 type memAlgo[S any] struct {
-	// build returns the algorithm's configuration for a (scaled) Spec.
+	// build returns the algorithm's configuration for the rule's Spec.
 	build func(Spec) (Decider[S], error)
-	// full reports whether s at now decides exactly like the zero state
-	// under d, now and at every later time: then the key can be dropped.
-	full func(d Decider[S], s *S, now float64) bool
+	// full reports whether s at ns (nanoseconds) decides exactly like the
+	// zero state under d, then and at every later time: then the key can be
+	// dropped.
+	full func(d Decider[S], s *S, ns int64) bool
 }
 
 // memBuilt turns a constructor's concrete result into a Decider, keeping a
@@ -474,27 +475,25 @@ func memBuilt[S any, D Decider[S]](d D, err error) (Decider[S], error) {
 var (
 	memGCRA = memAlgo[GCRAState]{
 		build: func(s Spec) (Decider[GCRAState], error) { return memBuilt[GCRAState](NewGCRA(s.Limit())) },
-		full:  func(_ Decider[GCRAState], s *GCRAState, now float64) bool { return s.tat <= now },
+		full: func(d Decider[GCRAState], s *GCRAState, ns int64) bool {
+			_, ahead := leadOf(s.tat, d.(*GCRA).lat.units(ns))
+			return ahead == 0
+		},
 	}
 	memTokenBucket = memAlgo[TokenBucketState]{
 		build: func(s Spec) (Decider[TokenBucketState], error) {
 			return memBuilt[TokenBucketState](NewTokenBucket(s.Limit()))
 		},
-		full: func(d Decider[TokenBucketState], s *TokenBucketState, now float64) bool {
-			if math.Float64bits(s.tokens) == 0 {
-				return true
-			}
-			tb, c := d.(*TokenBucket), *s
-			return tb.refill(&c, now) >= tb.burst
+		full: func(d Decider[TokenBucketState], s *TokenBucketState, ns int64) bool {
+			return d.(*TokenBucket).full(s, ns)
 		},
 	}
 	memLeakyMeter = memAlgo[LeakyMeterState]{
 		build: func(s Spec) (Decider[LeakyMeterState], error) {
 			return memBuilt[LeakyMeterState](NewLeakyMeter(s.Limit()))
 		},
-		full: func(d Decider[LeakyMeterState], s *LeakyMeterState, now float64) bool {
-			elapsed := max(now-s.last, 0)
-			return s.level-float64(elapsed*d.(*LeakyMeter).rate) <= 0
+		full: func(d Decider[LeakyMeterState], s *LeakyMeterState, ns int64) bool {
+			return d.(*LeakyMeter).empty(s, ns)
 		},
 	}
 	memLeakyQueue = memAlgo[LeakyQueueState]{
@@ -503,15 +502,17 @@ var (
 		},
 		// nextFree is one interval after the last release, so nextFree ≤ now
 		// means the queue is empty and a new request starts at now.
-		full: func(_ Decider[LeakyQueueState], s *LeakyQueueState, now float64) bool { return s.nextFree <= now },
+		full: func(d Decider[LeakyQueueState], s *LeakyQueueState, ns int64) bool {
+			return d.(*LeakyQueue).idle(s, ns)
+		},
 	}
 	memFixedWindow = memAlgo[FixedWindowState]{
 		build: func(s Spec) (Decider[FixedWindowState], error) {
 			return memBuilt[FixedWindowState](NewFixedWindow(s.Quota()))
 		},
-		full: func(d Decider[FixedWindowState], s *FixedWindowState, now float64) bool {
-			c := *s
-			d.(*FixedWindow).roll(&c, now)
+		full: func(d Decider[FixedWindowState], s *FixedWindowState, ns int64) bool {
+			c, fw := *s, d.(*FixedWindow)
+			fw.roll(&c, ns/fw.w)
 			return c.count == 0
 		},
 	}
@@ -519,9 +520,9 @@ var (
 		build: func(s Spec) (Decider[SlidingCounterState], error) {
 			return memBuilt[SlidingCounterState](NewSlidingCounter(s.Quota()))
 		},
-		full: func(d Decider[SlidingCounterState], s *SlidingCounterState, now float64) bool {
+		full: func(d Decider[SlidingCounterState], s *SlidingCounterState, ns int64) bool {
 			c := *s
-			d.(*SlidingCounter).roll(&c, now)
+			d.(*SlidingCounter).roll(&c, ns)
 			return c.prev|c.cur == 0
 		},
 	}
@@ -529,8 +530,8 @@ var (
 		build: func(s Spec) (Decider[SlidingLogState], error) {
 			return memBuilt[SlidingLogState](NewSlidingLog(s.Quota()))
 		},
-		full: func(d Decider[SlidingLogState], s *SlidingLogState, now float64) bool {
-			return s.log.n == 0 || s.log.back() <= now-d.(*SlidingLog).window
+		full: func(d Decider[SlidingLogState], s *SlidingLogState, ns int64) bool {
+			return d.(*SlidingLog).expired(s, ns)
 		},
 	}
 )
@@ -543,8 +544,8 @@ type memRule[S any] struct {
 	base    Spec       // with defaults
 	baseDec Decider[S] // the unscaled configuration
 	seed    maphash.Seed
-	shift   uint // 64 − log2(shards): a hash's top bits pick its shard
-	ttl     float64
+	shift   uint  // 64 − log2(shards): a hash's top bits pick its shard
+	ttl     int64 // IdleTTL in nanoseconds; 0: none
 	sample  int
 	cfg     atomic.Pointer[memConfig[S]] // the published configuration
 }
@@ -576,7 +577,7 @@ type memConfig[S any] struct {
 	scale  [MaxLoadClasses]float64
 	checks []Decider[S] // base and the distinct open deciders, for expiry
 	retry  float64      // RetryAfter of a closed class: the rule's period
-	full   func(d Decider[S], s *S, now float64) bool
+	full   func(d Decider[S], s *S, ns int64) bool
 }
 
 // init sets the rule up for spec and cfg (with defaults) and publishes its
@@ -587,7 +588,10 @@ func (r *memRule[S]) init(spec Spec, cfg MemoryConfig, algo memAlgo[S]) error {
 		return err
 	}
 	r.algo, r.base, r.baseDec, r.seed = algo, spec, base, maphash.MakeSeed()
-	r.ttl, r.sample = cfg.IdleTTL, cfg.EvictSample
+	r.sample = cfg.EvictSample
+	if cfg.IdleTTL > 0 {
+		r.ttl = durationNanos(cfg.IdleTTL)
+	}
 	bits := uint(0)
 	for 1<<bits < cfg.Shards {
 		bits++
@@ -621,12 +625,12 @@ const (
 )
 
 // expiry tells whether a key with state s, last used at used, has expired
-// at now.
-func (r *memRule[S]) expiry(s *S, used, now float64, c *memConfig[S]) int {
+// at ns (times in nanoseconds).
+func (r *memRule[S]) expiry(s *S, used, ns int64, c *memConfig[S]) int {
 	switch {
-	case c.isFull(s, now):
+	case c.isFull(s, ns):
 		return memExpired
-	case r.ttl > 0 && now-used >= r.ttl:
+	case r.ttl > 0 && ns-used >= r.ttl:
 		return memIdleExpired
 	}
 	return memKeep
@@ -658,7 +662,7 @@ func (m *memRule[S]) publish(scales []float64) {
 		if !ok {
 			continue
 		}
-		d, err := m.algo.build(s)
+		d, err := deriveDecider(m.baseDec, s)
 		if err != nil {
 			continue // cannot happen for a spec scaledSpec accepted; closed
 		}
@@ -683,9 +687,9 @@ func (c *memConfig[S]) closed(cost int) Decision {
 
 // isFull reports whether s decides like a never-seen key under the base
 // configuration and every open class's.
-func (c *memConfig[S]) isFull(s *S, now float64) bool {
+func (c *memConfig[S]) isFull(s *S, ns int64) bool {
 	for _, d := range c.checks {
-		if !c.full(d, s, now) {
+		if !c.full(d, s, ns) {
 			return false
 		}
 	}
@@ -693,7 +697,7 @@ func (c *memConfig[S]) isFull(s *S, now float64) bool {
 }
 
 func (m *memoryOf[S]) allowN(key string, class int, now float64, cost int, out *Decision) {
-	now = clampNow(now)
+	ns := toNanos(now)
 	c, dec := m.config(class)
 	h := memHash(m.seed, key)
 	sh := &m.shards[h>>m.shift]
@@ -704,17 +708,17 @@ func (m *memoryOf[S]) allowN(key string, class int, now float64, cost int, out *
 	// new key is the same decision.) One entry per four decisions keeps
 	// the lock's hold short.
 	if sh.tick++; sh.tick&3 == 0 {
-		m.sweepLocked(sh, now, c, 1)
+		m.sweepLocked(sh, ns, c, 1)
 	}
 	i := sh.t.lookup(key, frag)
 	if i < 0 || dec == nil {
-		*out = m.slowLocked(sh, i, key, frag, now, cost, c, dec)
+		*out = m.slowLocked(sh, i, key, frag, now, ns, cost, c, dec)
 		sh.mu.Unlock()
 		return
 	}
 	e := sh.t.at(i)
-	if now > e.used {
-		e.used = now
+	if ns > e.used {
+		e.used = ns
 	}
 	// Stored straight into the caller's Decision, which the compiler keeps
 	// in memory (six fields): returning it through the call chain instead
@@ -726,11 +730,11 @@ func (m *memoryOf[S]) allowN(key string, class int, now float64, cost int, out *
 }
 
 // slowLocked decides for a key not held (i < 0) or in a closed class (dec
-// nil).
-func (m *memoryOf[S]) slowLocked(sh *memShard[S], i int, key string, frag uint32, now float64, cost int, c *memConfig[S], dec Decider[S]) Decision {
+// nil); ns is toNanos(now).
+func (m *memoryOf[S]) slowLocked(sh *memShard[S], i int, key string, frag uint32, now float64, ns int64, cost int, c *memConfig[S], dec Decider[S]) Decision {
 	if i >= 0 {
-		if e := sh.t.at(i); now > e.used {
-			e.used = now
+		if e := sh.t.at(i); ns > e.used {
+			e.used = ns
 		}
 		return c.closed(cost)
 	}
@@ -740,8 +744,8 @@ func (m *memoryOf[S]) slowLocked(sh *memShard[S], i int, key string, frag uint32
 	} else {
 		d = c.closed(cost)
 	}
-	if !c.isFull(&sh.scratch, now) {
-		m.insertLocked(sh, strings.Clone(key), frag, now, c)
+	if !c.isFull(&sh.scratch, ns) {
+		m.insertLocked(sh, strings.Clone(key), frag, ns, c)
 	}
 	var zero S
 	sh.scratch = zero
@@ -750,22 +754,22 @@ func (m *memoryOf[S]) slowLocked(sh *memShard[S], i int, key string, frag uint32
 
 // insertLocked adds key with the shard's scratch state, making room first
 // if the shard is full.
-func (m *memoryOf[S]) insertLocked(sh *memShard[S], key string, frag uint32, now float64, c *memConfig[S]) {
+func (m *memoryOf[S]) insertLocked(sh *memShard[S], key string, frag uint32, ns int64, c *memConfig[S]) {
 	if sh.t.n >= sh.max {
-		m.evictLocked(sh, now, c)
+		m.evictLocked(sh, ns, c)
 	}
-	sh.t.insert(key, frag, now, sh.scratch)
+	sh.t.insert(key, frag, ns, sh.scratch)
 	sh.counts.Inserts++
 }
 
 // evictLocked removes one key of a non-empty shard: the first expired one
 // of a random sample, else the sample's least recently used.
-func (m *memoryOf[S]) evictLocked(sh *memShard[S], now float64, c *memConfig[S]) {
-	victim, oldest := -1, math.Inf(1)
+func (m *memoryOf[S]) evictLocked(sh *memShard[S], ns int64, c *memConfig[S]) {
+	victim, oldest := -1, int64(math.MaxInt64)
 	for range m.sample {
 		i := sh.t.random()
 		e := sh.t.at(i)
-		if m.dropLocked(sh, i, now, c) {
+		if m.dropLocked(sh, i, ns, c) {
 			return
 		}
 		if victim < 0 || e.used < oldest {
@@ -776,11 +780,11 @@ func (m *memoryOf[S]) evictLocked(sh *memShard[S], now float64, c *memConfig[S])
 	sh.counts.Evicted++
 }
 
-// dropLocked removes entry i if it has expired at now and reports whether
+// dropLocked removes entry i if it has expired at ns and reports whether
 // it did.
-func (m *memoryOf[S]) dropLocked(sh *memShard[S], i int, now float64, c *memConfig[S]) bool {
+func (m *memoryOf[S]) dropLocked(sh *memShard[S], i int, ns int64, c *memConfig[S]) bool {
 	e := sh.t.at(i)
-	switch m.expiry(&e.state, e.used, now, c) {
+	switch m.expiry(&e.state, e.used, ns, c) {
 	case memExpired:
 		sh.counts.Expired++
 	case memIdleExpired:
@@ -793,7 +797,7 @@ func (m *memoryOf[S]) dropLocked(sh *memShard[S], i int, now float64, c *memConf
 }
 
 // sweepLocked looks at the next k entries of the shard's sweep cursor.
-func (m *memoryOf[S]) sweepLocked(sh *memShard[S], now float64, c *memConfig[S], k int) {
+func (m *memoryOf[S]) sweepLocked(sh *memShard[S], ns int64, c *memConfig[S], k int) {
 	for range k {
 		if sh.t.n == 0 {
 			return
@@ -802,7 +806,7 @@ func (m *memoryOf[S]) sweepLocked(sh *memShard[S], now float64, c *memConfig[S],
 			sh.t.cursor = 0
 		}
 		// A dropped entry's place is taken by the last one: look at it next.
-		if !m.dropLocked(sh, sh.t.cursor, now, c) {
+		if !m.dropLocked(sh, sh.t.cursor, ns, c) {
 			sh.t.cursor++
 		}
 	}
@@ -811,7 +815,7 @@ func (m *memoryOf[S]) sweepLocked(sh *memShard[S], now float64, c *memConfig[S],
 // memSweepBatch is how many entries Sweep looks at per lock acquisition.
 const memSweepBatch = 256
 
-func (m *memoryOf[S]) sweep(now float64) int {
+func (m *memoryOf[S]) sweep(ns int64) int {
 	dropped := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -819,7 +823,7 @@ func (m *memoryOf[S]) sweep(now float64) int {
 			sh.mu.Lock()
 			c := m.cfg.Load()
 			for k := 0; k < memSweepBatch && j < sh.t.n; k++ {
-				if m.dropLocked(sh, j, now, c) {
+				if m.dropLocked(sh, j, ns, c) {
 					dropped++
 				} else {
 					j++

@@ -36,7 +36,7 @@ type memTable[S any] struct {
 // memEntry is one key of a memTable.
 type memEntry[S any] struct {
 	key   string
-	used  float64 // the latest now of a decision on the key, seconds
+	used  int64 // the latest now of a decision on the key, nanoseconds
 	state S
 }
 
@@ -85,7 +85,7 @@ func (t *memTable[S]) lookup(key string, frag uint32) int {
 
 // insert adds key (absent, and already a private copy) with state s and
 // returns its entry. It grows the index and the slab as needed.
-func (t *memTable[S]) insert(key string, frag uint32, used float64, s S) *memEntry[S] {
+func (t *memTable[S]) insert(key string, frag uint32, used int64, s S) *memEntry[S] {
 	if 4*(t.n+1) > 3*len(t.index) {
 		size := 2 * len(t.index)
 		if size < memMinIndex {

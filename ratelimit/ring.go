@@ -1,19 +1,19 @@
 package ratelimit
 
-// ring is a FIFO of float64 times in a circular buffer that grows, doubling,
+// ring is a FIFO of times (int64 nanoseconds) in a circular buffer that grows, doubling,
 // up to a caller-given maximum and then stays. Header: 32 bytes.
 type ring struct {
-	buf  []float64
+	buf  []int64
 	head uint32 // index of the oldest element
 	n    uint32 // number of elements
 }
 
-func (r *ring) front() float64 { return r.buf[r.head] }
+func (r *ring) front() int64 { return r.buf[r.head] }
 
-func (r *ring) back() float64 { return r.at(r.n - 1) }
+func (r *ring) back() int64 { return r.at(r.n - 1) }
 
 // at returns the i-th oldest element (0 is the front); i < r.n.
-func (r *ring) at(i uint32) float64 {
+func (r *ring) at(i uint32) int64 {
 	j := uint64(r.head) + uint64(i)
 	if j >= uint64(len(r.buf)) {
 		j -= uint64(len(r.buf))
@@ -34,7 +34,7 @@ func (r *ring) popFront() {
 
 // push appends x; the caller guarantees r.n < max. When the buffer is full it
 // is replaced by one twice as large (at most max).
-func (r *ring) push(x float64, max int) {
+func (r *ring) push(x int64, max int) {
 	if int(r.n) == len(r.buf) {
 		r.grow(max)
 	}
@@ -54,7 +54,7 @@ func (r *ring) grow(max int) {
 	if size > max {
 		size = max
 	}
-	buf := make([]float64, size)
+	buf := make([]int64, size)
 	for i := uint32(0); i < r.n; i++ {
 		buf[i] = r.at(i)
 	}

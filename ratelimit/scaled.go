@@ -149,12 +149,12 @@ func (m *Memory) setScales(scales []float64) {
 // goroutines deciding at the same time, the one that advances the next poll
 // instant (compare-and-swap) calls it; the others go on with the published
 // configuration.
-func (m *Memory) poll(now float64) {
+func (m *Memory) poll(ns int64) {
 	next := m.nextPoll.Load()
-	if now < math.Float64frombits(next) {
+	if ns < next {
 		return
 	}
-	if !m.nextPoll.CompareAndSwap(next, math.Float64bits(now+m.interval)) {
+	if !m.nextPoll.CompareAndSwap(next, laterBy(ns, m.interval)) {
 		return
 	}
 	m.SetHealth(m.health())

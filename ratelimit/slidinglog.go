@@ -4,16 +4,17 @@ package ratelimit
 // allows a request while fewer than Limit are inside: exact (never more than
 // Limit in any window of length Window), at Limit timestamps of memory per
 // key. Use it for small limits that must be exact (login, OTP). A request of
-// cost c is recorded as c timestamps. The configuration is immutable and safe
-// to share.
+// cost c is recorded as c timestamps. Timestamps and Window are kept in
+// whole nanoseconds. The configuration is immutable and safe to share.
 type SlidingLog struct {
 	limit  int
 	window float64
+	w      int64 // Window, nanoseconds
 }
 
-// SlidingLogState is one key's log: a ring of at most Limit timestamps,
-// oldest first, grown on demand. The zero value is an empty log. Not safe for
-// concurrent use.
+// SlidingLogState is one key's log: a ring of at most Limit timestamps
+// (nanoseconds), oldest first, grown on demand. The zero value is an empty
+// log. Not safe for concurrent use.
 type SlidingLogState struct {
 	log ring
 }
@@ -24,7 +25,7 @@ func NewSlidingLog(q Quota) (*SlidingLog, error) {
 	if err := q.validate(MaxLogLimit); err != nil {
 		return nil, err
 	}
-	return &SlidingLog{limit: q.Limit, window: q.Window}, nil
+	return &SlidingLog{limit: q.Limit, window: q.Window, w: durationNanos(q.Window)}, nil
 }
 
 // Quota returns the configuration.
@@ -36,16 +37,17 @@ func (l *SlidingLog) Quota() Quota { return Quota{Limit: l.limit, Window: l.wind
 // that timestamp (a negative gap is clamped).
 func (l *SlidingLog) Decide(s *SlidingLogState, now float64, cost int) Decision {
 	now = clampNow(now)
-	at := now // the time recorded: now, or the newest timestamp if later
+	ns := toNanos(now)
+	at := ns // the time recorded: now, or the newest timestamp if later
 	if s.log.n > 0 && at < s.log.back() {
 		at = s.log.back()
 	}
-	cut := at - l.window
+	cut := at - l.w
 	for s.log.n > 0 && s.log.front() <= cut {
 		s.log.popFront()
 	}
 	n := int(s.log.n)
-	allowed := cost <= 0 || n+cost <= l.limit
+	allowed := cost <= 0 || (cost <= l.limit && n+cost <= l.limit)
 	if allowed {
 		for range cost {
 			s.log.push(at, l.limit)
@@ -53,24 +55,19 @@ func (l *SlidingLog) Decide(s *SlidingLogState, now float64, cost int) Decision 
 	}
 	var reset, retry float64
 	if s.log.n > 0 {
-		reset = s.log.back() + l.window - now
+		reset = nanosSeconds(s.log.back() + l.w - ns)
 	}
 	if !allowed {
 		retry = never
 		if cost <= l.limit {
-			retry = l.retry(s, now, n+cost-l.limit)
+			// Until the (n + cost − Limit)-th oldest timestamp has left.
+			retry = retryAt(now, ns, s.log.at(uint32(n+cost-l.limit-1))+l.w)
 		}
 	}
 	return Decision{Allowed: allowed, Remaining: nonNegative(l.limit - int(s.log.n)), RetryAfter: retry, Reset: reset}
 }
 
-// retry is the wait until the k-th oldest timestamp has left the window.
-func (l *SlidingLog) retry(s *SlidingLogState, now float64, k int) float64 {
-	ts, newest := s.log.at(uint32(k-1)), s.log.back()
-	return retryAfter(now, ts+l.window-now, func(t float64) bool {
-		if t < newest {
-			t = newest
-		}
-		return ts <= t-l.window
-	})
+// expired reports whether every timestamp of s has left the window at ns.
+func (l *SlidingLog) expired(s *SlidingLogState, ns int64) bool {
+	return s.log.n == 0 || s.log.back() <= ns-l.w
 }

@@ -152,20 +152,20 @@ func TestSlidingCounterSteps(t *testing.T) {
 		steps = append(steps, step{5, 1, ok(9-i, 15)})
 	}
 	steps = append(steps,
-		step{5, 1, no(0, 15, 5)},     // cur is full: the next window, once prev·weight < 10
-		step{12, 1, ok(1, 18)},       // weight 0.8: 10·0.8 + 0 < 10
-		step{12, 1, ok(0, 18)},       // 8 + 1 < 10
-		step{12, 1, no(0, 18, 0)},    // 8 + 2 is not < 10; allowed just after 12
-		step{25, 1, ok(8, 15)},       // prev 2 · 0.5 + 0 < 10
-		step{50, 1, ok(9, 20)},       // windows skipped: prev 0
-		step{50, 11, no(9, 20, inf)}, // more than the limit
-		step{50, 0, ok(9, 20)},       // a query
-		step{50, 9, ok(0, 20)},       // cost 9: 0 + (1 + 9 − 1) < 10
-		step{50, 1, no(0, 20, 10)},   // next window: prev 10, weight must fall below 1
-		step{60, 1, no(0, 10, 0)},    // weight exactly 1 at the window start
-		step{65, 5, ok(0, 15)},       // 10·0.5 + (0 + 5 − 1) < 10
-		step{65, 1, no(0, 15, 0)},    // 10·w must fall below 10 − 5: just after 65
-		step{1e6, 1, ok(9, 20)},      // a long pause empties it
+		step{5, 1, no(0, 15, 5+1e-9)},   // cur is full: the next window, once prev·weight < 10 (1 ns after 10)
+		step{12, 1, ok(1, 18)},          // weight 0.8: 10·0.8 + 0 < 10
+		step{12, 1, ok(0, 18)},          // 8 + 1 < 10
+		step{12, 1, no(0, 18, 0)},       // 8 + 2 is not < 10; allowed just after 12
+		step{25, 1, ok(8, 15)},          // prev 2 · 0.5 + 0 < 10
+		step{50, 1, ok(9, 20)},          // windows skipped: prev 0
+		step{50, 11, no(9, 20, inf)},    // more than the limit
+		step{50, 0, ok(9, 20)},          // a query
+		step{50, 9, ok(0, 20)},          // cost 9: 0 + (1 + 9 − 1) < 10
+		step{50, 1, no(0, 20, 10+1e-9)}, // next window: prev 10, weight must fall below 1 (1 ns after 60)
+		step{60, 1, no(0, 10, 0)},       // weight exactly 1 at the window start
+		step{65, 5, ok(0, 15)},          // 10·0.5 + (0 + 5 − 1) < 10
+		step{65, 1, no(0, 15, 0)},       // 10·w must fall below 10 − 5: just after 65
+		step{1e6, 1, ok(9, 20)},         // a long pause empties it
 	)
 	runSteps(t, sc, steps)
 }

@@ -1,29 +1,33 @@
 package ratelimit
 
-import "math"
-
 // TokenBucket is the token bucket of seed 002 with lazy refill: Rate tokens per
 // second accrue up to Burst; a request of cost c is allowed if at least c
 // tokens are there, and takes them. Over any span of t seconds it admits at
-// most Burst + Rate·t units. The configuration is immutable and safe to share.
+// most Burst + Rate·t units.
+//
+// It counts in integers (see the package doc, "Exact arithmetic"): the time
+// of the last refill in whole nanoseconds, tokens in credit units of which a
+// token is worth T = 1/Rate in GCRA's time units, so that a nanosecond adds a
+// whole number of units. It decides exactly like GCRA while the clock does
+// not step back. The configuration is immutable and safe to share.
 type TokenBucket struct {
-	rate    float64
-	burst   float64
-	maxCost int
+	rate  float64
+	burst int
+	k     uint64 // credit units per token
+	cap   uint64 // Burst·k
+	inv   float64
+	flow  flow // the refill
+	lat   lattice
 }
 
 // TokenBucketState is one key's bucket: 16 bytes. The zero value is a full
-// bucket that has never been used. Not safe for concurrent use.
+// bucket that has never been used. Not safe for concurrent use. A state
+// belongs to the configuration that wrote it and to those made from it by
+// WithLimit.
 type TokenBucketState struct {
-	// tokens after the last decision. +0 (all bits zero) means "never
-	// seen"; an empty bucket is stored as −0, which compares and adds like
-	// +0, so the arithmetic is the seed's.
-	tokens float64
-	last   float64 // time of the last refill, seconds
+	credit uint64 // tokens after the last decision, in credit units
+	last   int64  // time of the last refill in nanoseconds, plus 1; 0: never seen
 }
-
-// negZero is −0, the stored form of an empty bucket.
-var negZero = math.Copysign(0, -1)
 
 // NewTokenBucket returns a token bucket for l, or an error wrapping
 // ErrInvalidLimit that names the bad field.
@@ -31,78 +35,84 @@ func NewTokenBucket(l Limit) (*TokenBucket, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	return &TokenBucket{rate: l.Rate, burst: float64(l.Burst), maxCost: l.Burst}, nil
+	lat := newLattice(l.Rate, l.Burst)
+	tb := &TokenBucket{rate: l.Rate, burst: l.Burst, k: lat.interval, inv: 1 / float64(lat.interval), lat: lat}
+	tb.cap = uint64(l.Burst) * tb.k
+	tb.flow = baseFlow(lat, tb.cap)
+	return tb, nil
+}
+
+// WithLimit returns the configuration for l that reads and writes tb's
+// states (tokens carry over as tokens, cut to l.Burst at the next refill),
+// so that a store can decide one key's state under tb and under a scaled
+// limit in turn (as Memory.SetScale does). Its refill is l.Rate in tb's
+// credit units per nanosecond, rounded down to whole units at each decision
+// unless that rate is a whole number of them.
+func (tb *TokenBucket) WithLimit(l Limit) (*TokenBucket, error) {
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	if !fitsUnits(tb.k, l.Burst) {
+		return nil, errUnits(l)
+	}
+	c := &TokenBucket{rate: l.Rate, burst: l.Burst, k: tb.k, inv: tb.inv, lat: tb.lat}
+	c.cap = uint64(l.Burst) * c.k
+	c.flow = newFlow(c.k, l.Rate, c.cap)
+	return c, nil
 }
 
 // Limit returns the configuration.
-func (tb *TokenBucket) Limit() Limit { return Limit{Rate: tb.rate, Burst: tb.maxCost} }
+func (tb *TokenBucket) Limit() Limit { return Limit{Rate: tb.rate, Burst: tb.burst} }
 
 // Decide answers a request of cost units at now and updates s.
 //
-// The refill is tokens = min(Burst, tokens + (now − last)·Rate), in that
-// order of float64 operations (a never-seen state is Burst tokens, which is
-// what the seed's reference gets from its start of Burst tokens at time 0);
-// then the request is allowed if tokens ≥ cost. Remaining is floor(tokens)
-// as the seed's Redis script returns; RetryAfter is the deficit ÷ Rate.
+// The refill is tokens = min(Burst, tokens + (now − last)·Rate) (a
+// never-seen state is Burst tokens, as the seed's reference starts from
+// Burst tokens); then the request is allowed if tokens ≥ cost. Remaining is
+// ⌊tokens⌋ as the seed's Redis script returns; RetryAfter is the deficit ÷
+// Rate, counted from the last refill.
 func (tb *TokenBucket) Decide(s *TokenBucketState, now float64, cost int) Decision {
 	now = clampNow(now)
-	tokens := tb.refill(s, now)
-	c := float64(cost)
-	allowed := cost <= 0 || tokens >= c
+	ns := toNanos(now)
+	credit, last := tb.refill(s, ns)
+	allowed := cost <= 0 || (cost <= tb.burst && uint64(cost)*tb.k <= credit)
 	if allowed && cost > 0 {
-		tokens -= c
+		credit -= uint64(cost) * tb.k
 	}
-	s.store(tokens)
+	s.credit, s.last = credit, last+1
 	var retry float64
 	if !allowed {
-		retry = tb.retry(tokens, s.last, now, cost)
-	}
-	return Decision{Allowed: allowed, Remaining: int(tokens), RetryAfter: retry, Reset: (tb.burst - tokens) / tb.rate}
-}
-
-// refill brings s up to now and returns the tokens it holds. A now before
-// the stored time adds nothing and keeps the stored time.
-func (tb *TokenBucket) refill(s *TokenBucketState, now float64) float64 {
-	if math.Float64bits(s.tokens) == 0 {
-		s.last = now
-		return tb.burst
-	}
-	elapsed := now - s.last
-	if elapsed < 0 {
-		elapsed = 0
-	} else {
-		s.last = now
-	}
-	tokens := s.tokens + float64(elapsed*tb.rate)
-	if tokens > tb.burst {
-		tokens = tb.burst
-	}
-	return tokens
-}
-
-func (s *TokenBucketState) store(tokens float64) {
-	if tokens == 0 {
-		tokens = negZero
-	}
-	s.tokens = tokens
-}
-
-// retry is the wait until tokens, refilled from last, reach cost.
-func (tb *TokenBucket) retry(tokens, last, now float64, cost int) float64 {
-	if cost > tb.maxCost {
-		return never
-	}
-	c := float64(cost)
-	guess := last + (c-tokens)/tb.rate - now
-	return retryAfter(now, guess, func(t float64) bool {
-		elapsed := t - last
-		if elapsed < 0 {
-			elapsed = 0
+		retry = never
+		if cost <= tb.burst {
+			retry = retryAt(now, ns, tb.flow.at(last, uint64(cost)*tb.k-credit))
 		}
-		v := tokens + float64(elapsed*tb.rate)
-		if v > tb.burst {
-			v = tb.burst
-		}
-		return v >= c
-	})
+	}
+	return Decision{Allowed: allowed, Remaining: int(floorDiv(credit, tb.k, tb.inv)), RetryAfter: retry,
+		Reset: float64(tb.cap-credit) / tb.flow.perSec}
+}
+
+// refill returns the credit s holds at ns, at most the cap, and the time of
+// that refill: ns, or the stored time if ns is before it (a clock that
+// stepped back refills nothing).
+func (tb *TokenBucket) refill(s *TokenBucketState, ns int64) (credit uint64, last int64) {
+	if s.last == 0 {
+		return tb.cap, ns
+	}
+	credit, last = s.credit, s.last-1
+	if ns > last {
+		credit += tb.flow.gain(last, ns)
+		last = ns
+	}
+	return min(credit, tb.cap), last
+}
+
+// full reports whether s holds a full bucket at ns.
+func (tb *TokenBucket) full(s *TokenBucketState, ns int64) bool {
+	credit, _ := tb.refill(s, ns)
+	return credit >= tb.cap
+}
+
+// errUnits is the error of WithLimit for a burst whose units overflow.
+func errUnits(l Limit) error {
+	return errorfInvalid("Burst %d is too large for the configuration's units", l.Burst)
 }

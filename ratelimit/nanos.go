@@ -1,0 +1,57 @@
+package ratelimit
+
+// Time in whole nanoseconds. The API takes float64 seconds; every decision
+// converts now once, at its start, to int64 nanoseconds rounded to nearest,
+// and does all its time arithmetic in integers from there. A caller passing
+// decimal timestamps (k × 0.1, a clock read in nanoseconds) therefore gets
+// the decisions of exact arithmetic: the float64 error of k × 0.1 is far
+// below half a nanosecond, and no difference of two such floats enters a
+// decision.
+
+const (
+	nanosPerSecond = 1e9
+	// maxNanos is the latest instant: times from 2^62 ns (about 146 years)
+	// on are read as that instant.
+	maxNanos = 1 << 62
+)
+
+// toNanos converts seconds to whole nanoseconds, rounded to nearest (halves
+// up), clamped to [0, maxNanos]; NaN is 0. It is the one conversion of a
+// decision's now.
+func toNanos(now float64) int64 {
+	if !(now > 0) {
+		return 0
+	}
+	x := now * nanosPerSecond
+	if x >= maxNanos {
+		return maxNanos
+	}
+	n := int64(x)
+	if x-float64(n) >= 0.5 {
+		n++
+	}
+	return n
+}
+
+// durationNanos converts a positive duration in seconds (a window, a TTL,
+// an interval) to whole nanoseconds as toNanos does, at least 1.
+func durationNanos(d float64) int64 { return max(toNanos(d), 1) }
+
+// nanosSeconds converts nanoseconds to float64 seconds: one correctly
+// rounded division (exact for |ns| < 2^53, about 104 days).
+func nanosSeconds(ns int64) float64 { return float64(ns) / nanosPerSecond }
+
+// retryAt is the RetryAfter of a request at now (seconds; nowNs is
+// toNanos(now)) that the state allows from the instant atNs on: a value ra
+// with toNanos(now+ra) ≥ atNs, the first such float64 at or above
+// (atNs − nowNs)/1e9, so that the request retried at now+RetryAfter (float64
+// addition) is allowed. +Inf if atNs is beyond maxNanos.
+func retryAt(now float64, nowNs, atNs int64) float64 {
+	if atNs <= nowNs {
+		return 0
+	}
+	if atNs > maxNanos {
+		return never
+	}
+	return retryAfter(now, nanosSeconds(atNs-nowNs), func(t float64) bool { return toNanos(t) >= atNs })
+}
