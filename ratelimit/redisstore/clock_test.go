@@ -22,9 +22,13 @@ func redisNow(t *testing.T, c redis.UniversalClient) float64 {
 // path; AllowN's now is garbage on purpose): a burst of 5 passes, the sixth
 // request is refused, and its RetryAfter lies where the formula puts it
 // given the instants tb and ta read from Redis before and after the burst.
+// One unit per slow seconds: the burst passes however long a loaded
+// machine takes over it (with one per second, 1 s of delays let a sixth
+// request through).
 func TestRedisClock(t *testing.T) {
 	be := testBackend(t)
 	client := newClient(t, be.addr)
+	const slow = 1000.0   // seconds per unit
 	const bigWindow = 1e6 // seconds: the burst cannot straddle a window boundary (p ≈ 10^-6)
 	windowEnd := func(x float64) float64 { return (math.Floor(x/bigWindow) + 1) * bigWindow }
 	cases := []struct {
@@ -32,20 +36,20 @@ func TestRedisClock(t *testing.T) {
 		// retry returns the bounds of the sixth request's RetryAfter.
 		retry func(tb, ta float64) (lo, hi float64)
 	}{
-		{ratelimit.Spec{Algorithm: ratelimit.AlgGCRA, Rate: 1, Per: 1, Burst: 5},
-			func(tb, ta float64) (float64, float64) { return 1 - (ta - tb), 1 }},
-		{ratelimit.Spec{Algorithm: ratelimit.AlgTokenBucket, Rate: 1, Per: 1, Burst: 5},
-			func(tb, ta float64) (float64, float64) { return 1 - (ta - tb), 1 }},
-		{ratelimit.Spec{Algorithm: ratelimit.AlgLeakyMeter, Rate: 1, Per: 1, Burst: 5},
-			func(tb, ta float64) (float64, float64) { return 1 - (ta - tb), 1 }},
+		{ratelimit.Spec{Algorithm: ratelimit.AlgGCRA, Rate: 1, Per: slow, Burst: 5},
+			func(tb, ta float64) (float64, float64) { return slow - (ta - tb), slow }},
+		{ratelimit.Spec{Algorithm: ratelimit.AlgTokenBucket, Rate: 1, Per: slow, Burst: 5},
+			func(tb, ta float64) (float64, float64) { return slow - (ta - tb), slow }},
+		{ratelimit.Spec{Algorithm: ratelimit.AlgLeakyMeter, Rate: 1, Per: slow, Burst: 5},
+			func(tb, ta float64) (float64, float64) { return slow - (ta - tb), slow }},
 		// One unit leaves at once, four wait: the sixth waits for the first
-		// waiting one, released 1 s after the first request.
-		{ratelimit.Spec{Algorithm: ratelimit.AlgLeakyQueue, Rate: 1, Per: 1, Burst: 4},
-			func(tb, ta float64) (float64, float64) { return 1 - (ta - tb), 1 }},
+		// waiting one, released slow seconds after the first request.
+		{ratelimit.Spec{Algorithm: ratelimit.AlgLeakyQueue, Rate: 1, Per: slow, Burst: 4},
+			func(tb, ta float64) (float64, float64) { return slow - (ta - tb), slow }},
 		{ratelimit.Spec{Algorithm: ratelimit.AlgFixedWindow, Rate: 5, Per: bigWindow},
 			func(tb, ta float64) (float64, float64) { return windowEnd(tb) - ta, windowEnd(tb) - tb }},
-		{ratelimit.Spec{Algorithm: ratelimit.AlgSlidingLog, Rate: 5, Per: 10},
-			func(tb, ta float64) (float64, float64) { return 10 - (ta - tb), 10 }},
+		{ratelimit.Spec{Algorithm: ratelimit.AlgSlidingLog, Rate: 5, Per: slow},
+			func(tb, ta float64) (float64, float64) { return slow - (ta - tb), slow }},
 		{ratelimit.Spec{Algorithm: ratelimit.AlgSlidingCounter, Rate: 5, Per: bigWindow},
 			func(tb, ta float64) (float64, float64) { return windowEnd(tb) - ta, windowEnd(tb) - tb }},
 	}
@@ -68,7 +72,7 @@ func TestRedisClock(t *testing.T) {
 			}
 			if tc.spec.Algorithm == ratelimit.AlgLeakyQueue {
 				for i, d := range ds[:5] {
-					if lo, hi := float64(i)-(ta-tb), float64(i); d.Delay < lo-1e-6 || d.Delay > hi+1e-6 {
+					if lo, hi := float64(i)*slow-(ta-tb), float64(i)*slow; d.Delay < lo-1e-6 || d.Delay > hi+1e-6 {
 						t.Errorf("request %d: Delay %v, want in [%v, %v]", i, d.Delay, lo, hi)
 					}
 				}
