@@ -89,12 +89,14 @@ func ruleOf(t testing.TB, src string) rules.Rule {
 
 // Which layers each rule gets: leasing for fail-open rules with room for
 // a lease (not a leaky queue), a floor for fail-open rules, the local tier
-// for all; and the keys are Prefix:{key}:rule-id with a TTL.
+// for all; and the keys are Prefix:{key}:rule-id with a TTL. (The Timeout
+// and a TTLMargin of a minute keep a loaded machine's delays from failing
+// a decision or expiring a key before its TTL is read.)
 func TestStoresLayers(t *testing.T) {
 	b := testBackend(t)
 	client := newClient(t, b.addr)
 	prefix := testPrefix(t)
-	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: prefix, Timeout: 0.5}, FloorFactor: 2,
+	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: prefix, Timeout: 5, TTLMargin: 60}, FloorFactor: 2,
 		LocalFactor: 1, Lease: &LeaseOptions{Config: ratelimit.LeaseConfig{Size: 5}}})
 	must(t, err)
 	t.Cleanup(func() { stores.Close() })
@@ -154,7 +156,7 @@ func TestStoresLayers(t *testing.T) {
 func TestStoresLeaseHotKeysOnly(t *testing.T) {
 	b := testBackend(t)
 	client := newClient(t, b.addr)
-	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: testPrefix(t), Timeout: 0.5},
+	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: testPrefix(t), Timeout: 5},
 		Lease: &LeaseOptions{Config: ratelimit.LeaseConfig{Size: 10, Refill: -1}, HotKeys: &ratelimit.HotKeysConfig{MinCount: 3}}})
 	must(t, err)
 	t.Cleanup(func() { stores.Close() })
@@ -174,7 +176,7 @@ func TestStoresLeaseHotKeysOnly(t *testing.T) {
 		// the other 9 locally.
 		// (The Store counts a decision just after answering it: poll.)
 		wantRedis := uint64(min(i, 3))
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for rs.Redis().Stats().Decisions < wantRedis && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
@@ -259,7 +261,8 @@ func TestStoresThroughHTTPRedisKilled(t *testing.T) {
 	client := newClient(t, srv.addr())
 	before := goroutines()
 	prefix := testPrefix(t)
-	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: prefix, Timeout: 0.5},
+	// Timeout 5 s: a killed Redis refuses at once, a slow one is not dead.
+	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: prefix, Timeout: 5},
 		Breaker: breaker.Config{Threshold: 2, Recovery: 1}, FloorFactor: 0.5})
 	must(t, err)
 	var mu sync.Mutex
