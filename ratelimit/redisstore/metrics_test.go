@@ -119,12 +119,12 @@ func metricsCompare(t *testing.T, what string, got, want map[string]float64) {
 }
 
 // metricsSettle compares reg's series with want, scraping again every
-// 10 ms for up to 2 s while they differ: a Store counts a batch's
+// 10 ms for up to 10 s while they differ: a Store counts a batch's
 // decisions just after answering their callers, so the last ones may not
 // be counted yet when the traffic's calls return.
 func metricsSettle(t *testing.T, what string, reg prometheus.Gatherer, want map[string]float64) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := metricsScrape(t, reg)
 		if maps.Equal(got, want) || time.Now().After(deadline) {
@@ -400,7 +400,7 @@ func TestCollectorConcurrent(t *testing.T) {
 		}
 		last = v
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for last != goroutines*each && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 		last = metricsScrape(t, reg)[decided]
