@@ -38,12 +38,17 @@ import (
 
 	"github.com/spillwayhq/spillway/admit"
 	"github.com/spillwayhq/spillway/brownout"
+	"github.com/spillwayhq/spillway/httpserver"
 	"github.com/spillwayhq/spillway/limit"
 	"github.com/spillwayhq/spillway/shed"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	err := run(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed; not a failure
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "admit:", err)
 		os.Exit(1)
 	}
@@ -122,7 +127,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserver.New(httpserver.Config{Handler: mux}) // header, idle, body and send timeouts
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 

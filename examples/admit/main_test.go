@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spillwayhq/spillway/internal/maintest"
 )
 
 func TestBadFlags(t *testing.T) {
@@ -49,5 +51,17 @@ func TestSelftest(t *testing.T) {
 	}
 	if total == 0 || !strings.Contains(out.String(), "learned limit") {
 		t.Fatalf("nothing sent or no summary:\n%s", out.String())
+	}
+}
+
+// -h prints the usage and exits 0 (it said "flag: help requested" and
+// exited 1).
+func TestHelpExitsZero(t *testing.T) {
+	code, _, stderr := maintest.Run(t, main, "-h")
+	if code != 0 || !strings.Contains(stderr, "Usage of admit:") || strings.Contains(stderr, "help requested") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if code, _, stderr := maintest.Run(t, main, "-no-such-flag"); code != 1 || !strings.Contains(stderr, "not defined") {
+		t.Errorf("bad flag: exit %d, stderr:\n%s", code, stderr)
 	}
 }

@@ -27,12 +27,17 @@ import (
 
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/client"
+	"github.com/spillwayhq/spillway/httpserver"
 	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/throttle"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	err := run(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed; not a failure
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
@@ -170,7 +175,7 @@ func drive(o options, c *http.Client) (result, error) {
 		return result{}, err
 	}
 	be := &flapping{o: o, start: time.Now()}
-	srv := &http.Server{Handler: be, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserver.New(httpserver.Config{Handler: be}) // header, idle, body and send timeouts
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/"

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/spillwayhq/spillway/internal/maintest"
 )
 
 func TestBadFlags(t *testing.T) {
@@ -44,5 +47,17 @@ func TestComparison(t *testing.T) {
 		if r[1] == "spillway" && float64(hits) > 1.2*float64(calls)+10+5*1+1 {
 			t.Errorf("spillway sent %d attempts for %d calls: above its budget", hits, calls)
 		}
+	}
+}
+
+// -h prints the usage and exits 0 (it said "flag: help requested" and
+// exited 1).
+func TestHelpExitsZero(t *testing.T) {
+	code, _, stderr := maintest.Run(t, main, "-h")
+	if code != 0 || !strings.Contains(stderr, "Usage of client:") || strings.Contains(stderr, "help requested") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if code, _, stderr := maintest.Run(t, main, "-no-such-flag"); code != 1 || !strings.Contains(stderr, "not defined") {
+		t.Errorf("bad flag: exit %d, stderr:\n%s", code, stderr)
 	}
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/httpserver"
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/redisstore"
@@ -51,7 +52,11 @@ import (
 var defaultRules []byte
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	err := run(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed; not a failure
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "httplimit:", err)
 		os.Exit(1)
 	}
@@ -117,7 +122,7 @@ func serve(ctx context.Context, args []string, ready func(addr string)) error {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/debug/hotkeys", lim.HotKeysHandler())
 	mux.Handle("/", lim.Handler(app))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserver.New(httpserver.Config{Handler: mux}) // header, idle, body and send timeouts
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/internal/maintest"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
@@ -194,5 +195,17 @@ func TestServe(t *testing.T) {
 				t.Errorf("%d goroutines before, %d after the server stopped", before, n)
 			}
 		})
+	}
+}
+
+// -h prints the usage and exits 0 (it said "flag: help requested" and
+// exited 1).
+func TestHelpExitsZero(t *testing.T) {
+	code, _, stderr := maintest.Run(t, main, "-h")
+	if code != 0 || !strings.Contains(stderr, "Usage of httplimit:") || strings.Contains(stderr, "help requested") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if code, _, stderr := maintest.Run(t, main, "-no-such-flag"); code != 1 || !strings.Contains(stderr, "not defined") {
+		t.Errorf("bad flag: exit %d, stderr:\n%s", code, stderr)
 	}
 }

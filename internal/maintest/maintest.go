@@ -1,0 +1,63 @@
+// Package maintest runs a program's main function in a child process of
+// its test binary, so that a test can check what the program prints and
+// the status it exits with (os.Exit included), without building it.
+//
+//	func TestHelp(t *testing.T) {
+//		code, _, stderr := maintest.Run(t, main, "-h")
+//		if code != 0 { ... }
+//	}
+package maintest
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// In a child process, childEnv names the test it re-runs and argsEnv holds
+// main's arguments, separated by the unit separator (0x1f: an environment value cannot hold NUL).
+const (
+	childEnv = "SPILLWAY_MAINTEST_CHILD"
+	argsEnv  = "SPILLWAY_MAINTEST_ARGS"
+)
+
+// Run runs main with os.Args set to the program name and args in a child
+// process that re-runs the calling test, and returns the child's exit
+// status (0 when main returns) and output. In the child, the test's first
+// Run calls main with the parent's args and exits, so a test may call Run
+// more than once. t must be a top-level test (its name is the child's
+// -test.run pattern).
+func Run(t *testing.T, main func(), args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if os.Getenv(childEnv) == t.Name() {
+		os.Args = []string{"program"}
+		if a := os.Getenv(argsEnv); a != "" {
+			os.Args = append(os.Args, strings.Split(a, "\x1f")...)
+		}
+		main()
+		os.Exit(0)
+	}
+	if strings.Contains(t.Name(), "/") {
+		t.Fatalf("maintest.Run in subtest %s: call it from a top-level test", t.Name())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$")
+	cmd.Env = append(os.Environ(), childEnv+"="+t.Name(), argsEnv+"="+strings.Join(args, "\x1f"))
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s: %v", exe, err)
+	}
+	return code, out.String(), errOut.String()
+}
