@@ -32,9 +32,9 @@ type Decision struct {
 	// before it proceeds; 0 for every other algorithm and for denials.
 	Delay float64
 	// Start is, for LeakyQueue, the instant on now's timeline at which the
-	// admitted request proceeds: max(now, next free slot), exactly as the
-	// queue computed it (now+Delay may differ from it in the last bit);
-	// 0 for every other algorithm and for denials.
+	// admitted request proceeds, max(now, next free slot): now+Delay
+	// (float64 addition; now itself when the request need not wait); 0 for
+	// every other algorithm and for denials.
 	Start float64
 }
 

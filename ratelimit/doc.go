@@ -6,11 +6,12 @@
 // # Choosing an algorithm
 //
 //   - [GCRA] (Generic Cell Rate Algorithm, ITU-T I.371 / ATM Forum TM 4.0):
-//     token-bucket behaviour with one float64 of state per key, and the
-//     Retry-After value falls out directly. The default choice.
+//     token-bucket behaviour with one 8-byte timestamp of state per key, and
+//     the Retry-After value falls out directly. The default choice.
 //   - [TokenBucket]: Rate units per second accrue up to Burst; a request takes
-//     cost units. The same decisions as GCRA in two float64s; it is the form of
-//     the seed's Redis script (reference/token_bucket.lua).
+//     cost units. The same decisions as GCRA, field for field, as long as the
+//     clock does not step back (see "Exact arithmetic"), in 16 bytes; it is
+//     the form of the seed's Redis script (reference/token_bucket.lua).
 //   - [LeakyMeter]: the leaky bucket as a meter (water level drains at Rate,
 //     a request that would overflow Burst is refused); equivalent to the
 //     token bucket.
@@ -51,7 +52,8 @@
 // between goroutines) and a per-key state type (GCRAState, ...) that is as
 // small as the algorithm allows: GCRA 8 bytes, token bucket and leaky meter
 // 16, fixed window 8, sliding counter 12, sliding log and leaky queue a ring
-// of at most Limit (Burst) float64s. The zero value of every state means
+// of at most Limit (Burst) 8-byte timestamps (the queue also keeps its next
+// free instant: 8 bytes). The zero value of every state means
 // "never seen": a full bucket, an empty window, an empty queue — as in the
 // seed's Redis script, where a missing key equals a full bucket. A keyed
 // store can therefore keep states in a slice or map and drop idle ones.
@@ -67,14 +69,54 @@
 // now is seconds on a monotonic timeline chosen by the caller (see package
 // clock); nothing here reads a clock. A now earlier than the state's stored
 // time is a negative gap and is clamped to zero: nothing refills, no window
-// rolls back, nothing panics. A negative or NaN now is treated as 0.
+// rolls back, nothing panics. A negative or NaN now is treated as 0, and a
+// now from 2^62 ns (about 146 years) on as that instant.
+//
+// # Exact arithmetic
+//
+// Each decision converts now once to whole nanoseconds (rounded to nearest)
+// and then computes in integers only, so that decimal timestamps — k × 0.1,
+// or a clock read in nanoseconds — get the decisions of exact arithmetic:
+// with Rate 10 and Burst 1, a request every 0.1 s at t = k × 0.1 is always
+// allowed, where float64 differences of those timestamps left
+// 0.9999999999999998 tokens and refused a third of them. Windows are whole
+// nanoseconds (a window of 0.1 s puts 0.7 s in window 7); the sliding
+// counter's weight is compared as prev·(W − offset) + (cur + c − 1)·W <
+// Limit·W in 128-bit integers.
+//
+// The bucket algorithms count on a lattice chosen from the rate: a time
+// unit of 1/m ns in which the emission interval 1/Rate is a whole number
+// of units, a token worth that many units of credit. Rate (a float64, as
+// Spec.Limit divides Rate by Per) is read as the simplest fraction p/q that
+// rounds to it: 100.0/60 is 5/3 per second, 7/1.5 is 14/3. The lattice is
+// exact when m — p with its factors 2 and 5 (up to 10^9) removed — is at
+// most 1024 and Burst × interval fits 2^61 units: every whole rate up to
+// 1024 per second, and counts per period such as 100 per minute, 7 per
+// 1.5 s or 1000 per hour. Any other rate is enforced on a lattice of
+// 1/1024 ns (coarser, down to 1 ns, if Burst × interval would not fit) with
+// the interval rounded up: slower than Rate by at most one time unit per
+// unit, never faster. A bucket that takes longer than about 73 years
+// (2^61 ns) to fill counts in units of 2^k ns; one whose interval is longer
+// than the whole timeline admits its burst and then refuses with
+// RetryAfter +Inf. The integer state of a bucket is therefore in its
+// configuration's units: it belongs to the configuration that wrote it, and
+// to the ones derived from it with WithLimit (or [ScaledDecider]), which a
+// keyed store uses for a scaled limit so that states carry over.
+//
+// GCRA and the token bucket (and the leaky meter) decide alike, field for
+// field, while the clock runs forward. When it steps back, the token bucket
+// takes the gap as zero (its tokens stay as they were) and GCRA reads its
+// TAT against the earlier now (the refill since then is not there yet): at
+// such a step GCRA allows only what the token bucket allows, and if GCRA
+// refused what the token bucket allowed, the two hold different states until
+// both are full again (TestTokenBucketAndGCRAOnBackwardSteps).
 //
 // # Answers
 //
 // A [Decision] carries what the HTTP layer needs: Remaining and Reset for the
 // IETF RateLimit header (r= and t=), and RetryAfter for a 429's Retry-After.
 // RetryAfter is computed so that the same request retried at now+RetryAfter
-// (float64 addition) is allowed, if nothing else arrived meanwhile; it is
-// +Inf when cost exceeds the configuration's capacity, so the request can
-// never pass.
+// (float64 addition) is allowed, if nothing else arrived meanwhile: the
+// first nanosecond at which it is, converted to seconds. It is +Inf when
+// cost exceeds the configuration's capacity, so the request can never pass.
 package ratelimit

@@ -56,10 +56,7 @@ func newGCRA(l Limit, lat lattice, interval uint64) *GCRA {
 // interval is 1/l.Rate rounded up to g's time unit (exact when it is a
 // whole number of them).
 func (g *GCRA) WithLimit(l Limit) (*GCRA, error) {
-	if err := l.validate(); err != nil {
-		return nil, err
-	}
-	iv, err := g.lat.derive(l.Rate, l.Burst)
+	iv, err := g.lat.derive(l)
 	if err != nil {
 		return nil, err
 	}

@@ -9,13 +9,7 @@ import "fmt"
 // zero state is naturally an empty bucket. The configuration is immutable and
 // safe to share.
 type LeakyMeter struct {
-	rate  float64
-	burst int
-	k     uint64 // level units per unit of cost
-	cap   uint64 // Burst·k
-	inv   float64
-	flow  flow // the leak
-	lat   lattice
+	bucketUnits // flow is the leak; the level counts in credit units
 }
 
 // LeakyMeterState is one key's water level: 16 bytes. The zero value is an
@@ -29,14 +23,11 @@ type LeakyMeterState struct {
 // NewLeakyMeter returns a leaky-bucket meter for l, or an error wrapping
 // ErrInvalidLimit that names the bad field.
 func NewLeakyMeter(l Limit) (*LeakyMeter, error) {
-	if err := l.validate(); err != nil {
+	u, err := newBucketUnits(l)
+	if err != nil {
 		return nil, err
 	}
-	lat := newLattice(l.Rate, l.Burst)
-	m := &LeakyMeter{rate: l.Rate, burst: l.Burst, k: lat.interval, inv: 1 / float64(lat.interval), lat: lat}
-	m.cap = uint64(l.Burst) * m.k
-	m.flow = baseFlow(lat, m.cap)
-	return m, nil
+	return &LeakyMeter{u}, nil
 }
 
 // WithLimit returns the configuration for l that reads and writes m's
@@ -44,16 +35,11 @@ func NewLeakyMeter(l Limit) (*LeakyMeter, error) {
 // l.Rate in m's units, rounded down to whole units at each decision unless
 // that rate is a whole number of them.
 func (m *LeakyMeter) WithLimit(l Limit) (*LeakyMeter, error) {
-	if err := l.validate(); err != nil {
+	u, err := m.withLimit(l)
+	if err != nil {
 		return nil, err
 	}
-	if !fitsUnits(m.k, l.Burst) {
-		return nil, errUnits(l)
-	}
-	c := &LeakyMeter{rate: l.Rate, burst: l.Burst, k: m.k, inv: m.inv, lat: m.lat}
-	c.cap = uint64(l.Burst) * c.k
-	c.flow = newFlow(c.k, l.Rate, c.cap)
-	return c, nil
+	return &LeakyMeter{u}, nil
 }
 
 // Limit returns the configuration.
@@ -144,10 +130,7 @@ func NewLeakyQueue(l Limit) (*LeakyQueue, error) {
 // WithLimit returns the configuration for l in q's units, which reads and
 // writes q's states, as GCRA.WithLimit.
 func (q *LeakyQueue) WithLimit(l Limit) (*LeakyQueue, error) {
-	if err := l.validate(); err != nil {
-		return nil, err
-	}
-	iv, err := q.lat.derive(l.Rate, l.Burst)
+	iv, err := q.lat.derive(l)
 	if err != nil {
 		return nil, err
 	}

@@ -53,5 +53,9 @@ func retryAt(now float64, nowNs, atNs int64) float64 {
 	if atNs > maxNanos {
 		return never
 	}
-	return retryAfter(now, nanosSeconds(atNs-nowNs), func(t float64) bool { return toNanos(t) >= atNs })
+	ra := nanosSeconds(atNs - nowNs)
+	if toNanos(now+ra) >= atNs { // the usual case, without the search's call
+		return ra
+	}
+	return retryAfter(now, ra, func(t float64) bool { return toNanos(t) >= atNs })
 }

@@ -11,13 +11,7 @@ package ratelimit
 // whole number of units. It decides exactly like GCRA while the clock does
 // not step back. The configuration is immutable and safe to share.
 type TokenBucket struct {
-	rate  float64
-	burst int
-	k     uint64 // credit units per token
-	cap   uint64 // Burst·k
-	inv   float64
-	flow  flow // the refill
-	lat   lattice
+	bucketUnits // flow is the refill
 }
 
 // TokenBucketState is one key's bucket: 16 bytes. The zero value is a full
@@ -32,14 +26,11 @@ type TokenBucketState struct {
 // NewTokenBucket returns a token bucket for l, or an error wrapping
 // ErrInvalidLimit that names the bad field.
 func NewTokenBucket(l Limit) (*TokenBucket, error) {
-	if err := l.validate(); err != nil {
+	u, err := newBucketUnits(l)
+	if err != nil {
 		return nil, err
 	}
-	lat := newLattice(l.Rate, l.Burst)
-	tb := &TokenBucket{rate: l.Rate, burst: l.Burst, k: lat.interval, inv: 1 / float64(lat.interval), lat: lat}
-	tb.cap = uint64(l.Burst) * tb.k
-	tb.flow = baseFlow(lat, tb.cap)
-	return tb, nil
+	return &TokenBucket{u}, nil
 }
 
 // WithLimit returns the configuration for l that reads and writes tb's
@@ -49,16 +40,11 @@ func NewTokenBucket(l Limit) (*TokenBucket, error) {
 // credit units per nanosecond, rounded down to whole units at each decision
 // unless that rate is a whole number of them.
 func (tb *TokenBucket) WithLimit(l Limit) (*TokenBucket, error) {
-	if err := l.validate(); err != nil {
+	u, err := tb.withLimit(l)
+	if err != nil {
 		return nil, err
 	}
-	if !fitsUnits(tb.k, l.Burst) {
-		return nil, errUnits(l)
-	}
-	c := &TokenBucket{rate: l.Rate, burst: l.Burst, k: tb.k, inv: tb.inv, lat: tb.lat}
-	c.cap = uint64(l.Burst) * c.k
-	c.flow = newFlow(c.k, l.Rate, c.cap)
-	return c, nil
+	return &TokenBucket{u}, nil
 }
 
 // Limit returns the configuration.
@@ -110,9 +96,4 @@ func (tb *TokenBucket) refill(s *TokenBucketState, ns int64) (credit uint64, las
 func (tb *TokenBucket) full(s *TokenBucketState, ns int64) bool {
 	credit, _ := tb.refill(s, ns)
 	return credit >= tb.cap
-}
-
-// errUnits is the error of WithLimit for a burst whose units overflow.
-func errUnits(l Limit) error {
-	return errorfInvalid("Burst %d is too large for the configuration's units", l.Burst)
 }

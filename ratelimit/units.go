@@ -9,7 +9,7 @@ import (
 // and leaky queue) count in integers on a lattice chosen from the rate:
 //
 //   - the time unit is 1/m ns (m from 1 to maxLatticeM), or 2^shift ns for
-//     a bucket that takes longer than about 36 years to fill;
+//     a bucket that takes longer than about 73 years (2^61 ns) to fill;
 //   - the emission interval T = 1/Rate is a whole number of time units;
 //   - a token is worth interval units of credit, and a bucket refills one
 //     unit of credit per time unit.
@@ -89,15 +89,58 @@ func (l lattice) instant(nowNs int64, nowU, lead uint64) int64 {
 	return maxNanos + 1
 }
 
-// derive returns the emission interval, in l's time units, of a rate
-// units per second for a bucket of burst units: exact when that interval is
-// a whole number of l's units, else rounded up (slower, never faster).
-func (l lattice) derive(rate float64, burst int) (uint64, error) {
-	iv, ok := intervalUnits(l.m, l.shift, rateFraction(rate))
-	if !ok || !fitsUnits(iv, burst) {
-		return 0, errorfInvalid("Burst/Rate is too long for the configuration's units (Rate %v, Burst %d)", rate, burst)
+// derive validates lim and returns its emission interval in l's time
+// units: exact when that interval is a whole number of l's units, else
+// rounded up (slower, never faster).
+func (l lattice) derive(lim Limit) (uint64, error) {
+	if err := lim.validate(); err != nil {
+		return 0, err
+	}
+	iv, ok := intervalUnits(l.m, l.shift, rateFraction(lim.Rate))
+	if !ok || !fitsUnits(iv, lim.Burst) {
+		return 0, errorfInvalid("Burst/Rate is too long for the configuration's units (Rate %v, Burst %d)", lim.Rate, lim.Burst)
 	}
 	return iv, nil
+}
+
+// bucketUnits is the integer form that TokenBucket and LeakyMeter share:
+// Burst tokens of k credit units each, moved by a flow (the refill, or the
+// leak). Immutable.
+type bucketUnits struct {
+	rate  float64
+	burst int
+	k     uint64  // credit units per token
+	cap   uint64  // Burst·k
+	inv   float64 // 1/k
+	flow  flow
+	lat   lattice
+}
+
+// newBucketUnits validates l and returns its units on its own lattice.
+func newBucketUnits(l Limit) (bucketUnits, error) {
+	if err := l.validate(); err != nil {
+		return bucketUnits{}, err
+	}
+	lat := newLattice(l.Rate, l.Burst)
+	u := bucketUnits{rate: l.Rate, burst: l.Burst, k: lat.interval, inv: 1 / float64(lat.interval), lat: lat}
+	u.cap = uint64(l.Burst) * u.k
+	u.flow = baseFlow(lat, u.cap)
+	return u, nil
+}
+
+// withLimit validates l and returns its units on u's credit units: a token
+// is still k units, and the flow is l.Rate in them (see
+// TokenBucket.WithLimit).
+func (u bucketUnits) withLimit(l Limit) (bucketUnits, error) {
+	if err := l.validate(); err != nil {
+		return bucketUnits{}, err
+	}
+	if !fitsUnits(u.k, l.Burst) {
+		return bucketUnits{}, errorfInvalid("Burst %d is too large for the configuration's units", l.Burst)
+	}
+	c := bucketUnits{rate: l.Rate, burst: l.Burst, k: u.k, inv: u.inv, lat: u.lat, cap: uint64(l.Burst) * u.k}
+	c.flow = newFlow(c.k, l.Rate, c.cap)
+	return c, nil
 }
 
 // fitsUnits reports whether burst tokens of interval units fit maxUnits.
@@ -248,6 +291,9 @@ func (f flow) at(last int64, u uint64) int64 {
 // nanos is ⌈u·den/num⌉, the nanoseconds the flow takes to move u units,
 // at most maxNanos+1 (beyond the timeline: never).
 func (f flow) nanos(u uint64) int64 {
+	if f.den == 1 && f.num == 1 { // a lattice's own flow at m = 1
+		return int64(min(u, maxNanos+1))
+	}
 	hi, lo := bits.Mul64(u, f.den)
 	if hi >= f.num { // also num = 0: nothing ever flows
 		return maxNanos + 1
