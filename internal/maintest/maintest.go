@@ -61,3 +61,19 @@ func Run(t *testing.T, main func(), args ...string) (code int, stdout, stderr st
 	}
 	return code, out.String(), errOut.String()
 }
+
+// CheckFlagExits checks the exit statuses of a program whose flag set is
+// named name: -h prints the usage and exits 0 (not "flag: help requested"
+// and 1), and an unknown flag exits 1 naming it. t must be a top-level
+// test.
+func CheckFlagExits(t *testing.T, main func(), name string) {
+	t.Helper()
+	code, _, stderr := Run(t, main, "-h")
+	if code != 0 || !strings.Contains(stderr, "Usage of "+name+":") || strings.Contains(stderr, "help requested") {
+		t.Errorf("-h: exit %d, stderr:\n%s", code, stderr)
+	}
+	code, _, stderr = Run(t, main, "-no-such-flag")
+	if code != 1 || !strings.Contains(stderr, "not defined: -no-such-flag") {
+		t.Errorf("-no-such-flag: exit %d, stderr:\n%s", code, stderr)
+	}
+}
