@@ -51,8 +51,8 @@ type Limit struct {
 }
 
 // Quota configures the window algorithms (FixedWindow, SlidingLog,
-// SlidingCounter): at most Limit units per Window seconds. The pair is the
-// IETF RateLimit-Policy's q= and w=.
+// SlidingCounter): at most Limit units per Window seconds. With a whole
+// Window the pair is the IETF RateLimit-Policy's q= and w= (Spec.Policy).
 type Quota struct {
 	// Limit is the units allowed per window, from 1 to MaxBurst
 	// (SlidingLog: to MaxLogLimit).
