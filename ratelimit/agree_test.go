@@ -226,6 +226,17 @@ func TestWithLimitSharesStates(t *testing.T) {
 	if n := count(func() Decision { return lq2.Decide(&qs, 0, 1) }); n != 2 { // 3 waiting of 5
 		t.Errorf("leaky queue at half: %d admitted, want 2", n)
 	}
+	// A level above the smaller Burst drains at the smaller rate: the base
+	// meter full (10), then 2 s at 5/s empty it.
+	for range 6 {
+		m.Decide(&ms, 0, 1)
+	}
+	if d := m2.Decide(&ms, 0.999, 0); d.Remaining != 0 {
+		t.Errorf("leaky meter at half, 10 units, 0.999 s later: %+v, want still above Burst 5", d)
+	}
+	if n := count(func() Decision { return m2.Decide(&ms, 2, 1) }); n != 5 {
+		t.Errorf("leaky meter at half, 10 units, 2 s later: %d admitted, want 5 (drained)", n)
+	}
 	// The refill at the half rate, in the base's units: 0.2 s per token.
 	if d := tb2.Decide(&ts, 0.2, 1); !d.Allowed {
 		t.Errorf("token bucket at half, 0.2 s later: %+v, want one token back", d)

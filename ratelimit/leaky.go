@@ -76,7 +76,7 @@ func (m *LeakyMeter) Decide(s *LeakyMeterState, now float64, cost int) Decision 
 func (m *LeakyMeter) leak(s *LeakyMeterState, ns int64) uint64 {
 	level := s.level
 	if ns > s.last {
-		level -= min(level, m.flow.gain(s.last, ns))
+		level -= min(level, m.flow.gain(s.last, ns, max(level, m.cap)))
 		s.last = ns
 	}
 	return level

@@ -86,7 +86,7 @@ func (tb *TokenBucket) refill(s *TokenBucketState, ns int64) (credit uint64, las
 	}
 	credit, last = s.credit, s.last-1
 	if ns > last {
-		credit += tb.flow.gain(last, ns)
+		credit += tb.flow.gain(last, ns, tb.cap)
 		last = ns
 	}
 	return min(credit, tb.cap), last

@@ -259,14 +259,19 @@ func makeFlow(num, den uint64, shift uint, cap uint64) flow {
 }
 
 // gain is the units the flow moves from last to ns (last < ns), at most
-// cap.
-func (f flow) gain(last, ns int64) uint64 {
+// upTo: the cap, or more for a leaky meter's level above it (a state
+// written under a larger configuration).
+func (f flow) gain(last, ns int64, upTo uint64) uint64 {
 	if f.shift != 0 {
-		return min(uint64(ns>>f.shift-last>>f.shift), f.cap)
+		return min(uint64(ns>>f.shift-last>>f.shift), upTo)
 	}
 	e := ns - last
-	if e >= f.fillNs {
-		return f.cap
+	fill := f.fillNs
+	if upTo != f.cap {
+		fill = f.nanos(upTo)
+	}
+	if e >= fill {
+		return upTo
 	}
 	if f.den == 1 {
 		return uint64(e) * f.num
