@@ -17,20 +17,23 @@ const (
 
 // toNanos converts seconds to whole nanoseconds, rounded to nearest (halves
 // up), clamped to [0, maxNanos]; NaN is 0. It is the one conversion of a
-// decision's now.
+// decision's now. The whole seconds and the fraction are converted apart,
+// so that the result is the nanosecond nearest now's exact value even
+// where now × 10^9 would round to a multiple of 256 ns (Unix time).
 func toNanos(now float64) int64 {
 	if !(now > 0) {
 		return 0
 	}
-	x := now * nanosPerSecond
-	if x >= maxNanos {
+	if now >= maxNanos/nanosPerSecond {
 		return maxNanos
 	}
-	n := int64(x)
-	if x-float64(n) >= 0.5 {
+	s := int64(now)
+	f := (now - float64(s)) * nanosPerSecond // now − s is exact
+	n := int64(f)
+	if f-float64(n) >= 0.5 {
 		n++
 	}
-	return n
+	return min(s*nanosPerSecond+n, maxNanos)
 }
 
 // durationNanos converts a positive duration in seconds (a window, a TTL,
