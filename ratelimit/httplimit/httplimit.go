@@ -129,6 +129,8 @@ type Limiter struct {
 	log     *slog.Logger
 	metrics *metrics
 	bufs    bufPool
+	// decisions recycles the per-request list of matching rules.
+	decisions decisionsPool
 
 	state    atomic.Pointer[ruleSet]            // the published rules; replaced whole by Update
 	updateMu sync.Mutex                         // serialises Updates and Close
@@ -445,7 +447,10 @@ var _ prometheus.Collector = (*Limiter)(nil)
 
 // Handler returns next wrapped by the limiter: every rule matching a
 // request is checked in order; a refusal answers at once and next is not
-// called.
+// called. The rules whose stores share a ratelimit.Joint (the Redis stores
+// of one redisstore.Stores) are decided together, when the walk reaches
+// the first of them: one round trip and one store timeout for all, and a
+// refusal by one spends none of the others' units.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { l.serve(w, r, next) })
 }
@@ -463,11 +468,8 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	now := l.clock.Now()
 	rq := request{r: r, path: rules.CleanPath(r.URL.Path)}
 	ctx := r.Context()
-
-	var best *rule // the enforcing rule with the least remaining
-	var bestD ratelimit.Decision
-	var queued *rule // the queue rule with the longest delay
-	var delay float64
+	ds := l.decisions.get()
+	defer l.decisions.put(ds)
 	for _, ru := range s.rules {
 		route, ok := ru.Match.Matches(r.Method, rq.path)
 		if !ok {
@@ -486,21 +488,33 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 				cost = c
 			}
 		}
+		ds.add(ru, key, cost)
+	}
+
+	var best *rule // the enforcing rule with the least remaining
+	var bestD ratelimit.Decision
+	var queued *rule // the queue rule with the longest delay
+	var delay float64
+	for i, ru := range ds.rules {
+		it := &ds.items[i]
 		if ru.hot != nil {
-			ru.hot.Observe(key, cost, now)
+			ru.hot.Observe(it.Key, it.Cost, now)
 		}
-		d, err := ru.store.AllowN(ctx, key, now, cost)
+		ds.decide(ctx, now, i)
+		d, err := it.Decision, it.Err
 		switch {
+		case errors.Is(err, ratelimit.ErrSkipped):
+			// not decided: a later rule of its Joint refused at once
 		case err != nil:
 			ru.c.storeError.Inc()
-			l.logStoreError(ru, now, key, err)
+			l.logStoreError(ru, now, it.Key, err)
 			if ru.FailMode == ratelimit.FailClosed && !ru.Shadow {
 				l.unavailable(w, ru, d)
 				return
 			}
 		case !d.Allowed && ru.Shadow:
 			ru.c.shadowDenied.Inc()
-			l.logShadow(ru, now, key, &rq, d)
+			l.logShadow(ru, now, it.Key, &rq, d)
 		case !d.Allowed:
 			ru.c.denied.Inc()
 			l.deny(w, ru, d)

@@ -38,6 +38,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	const keys, perKey, requests = 20, 10, 2000
+	var reloads uint64
 	for _, spec := range raceSpecs {
 		spec.Rate = perKey
 		if spec.Burst != 0 {
@@ -74,10 +75,13 @@ func TestCluster(t *testing.T) {
 					t.Errorf("key user-%d: admitted %d, want %d", k, n, perKey)
 				}
 			}
-			if st.Stats().Reloads == 0 {
-				t.Errorf("no NOSCRIPT fallback on a fresh cluster")
-			}
+			reloads += st.Stats().Reloads
 		})
+	}
+	// One script serves every algorithm: the first store to reach a node
+	// loads it there.
+	if reloads == 0 {
+		t.Errorf("no NOSCRIPT fallback on a fresh cluster")
 	}
 
 	// The keys landed on every master.

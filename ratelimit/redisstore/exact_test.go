@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/rng"
@@ -79,21 +79,27 @@ var exactSpecs = []ratelimit.Spec{
 }
 
 // sameDecision compares a script's decision with the in-memory one at now:
-// everything equal as float64 values, except RetryAfter, which may differ
-// by a few ulps of the retry instant: both start from the same algebraic
-// answer, but the in-memory code then searches float64 by float64, the
-// script in doubling steps.
+// Allowed and Remaining equal, the durations and Start within 2 µs. Both
+// stores decide as exact arithmetic would, but on different grids: the
+// scripts read now to the µs (Redis's clock) and count ticks of 1/D µs,
+// the in-memory code reads it to the ns, and a float64 now far from 0
+// (1.7e9 s) is a few tens of ns off its decimal value, so the stores'
+// instants may differ by a fraction of a µs, and a retry at a strict
+// boundary (the sliding counter's) by one more step of the µs grid.
 func sameDecision(got, want ratelimit.Decision, now float64) bool {
-	if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Reset != want.Reset ||
-		got.Delay != want.Delay || got.Start != want.Start {
-		return false
+	near := func(a, b float64) bool {
+		if math.IsInf(a, 1) || math.IsInf(b, 1) {
+			return a == b
+		}
+		return math.Abs(a-b) <= 2e-6
 	}
-	if math.IsInf(want.RetryAfter, 1) || math.IsInf(got.RetryAfter, 1) {
-		return got.RetryAfter == want.RetryAfter
-	}
-	ulp := float64(now+want.RetryAfter) * 0x1p-52
-	return math.Abs(got.RetryAfter-want.RetryAfter) <= 64*ulp
+	return got.Allowed == want.Allowed && got.Remaining == want.Remaining && near(got.RetryAfter, want.RetryAfter) &&
+		near(got.Reset, want.Reset) && near(got.Delay, want.Delay) && near(got.Start, want.Start)
 }
+
+// onGrid rounds t to the µs, the grid of Redis's clock (and of the
+// scripts' caller clock).
+func onGrid(t float64) float64 { return math.Round(t*1e6) / 1e6 }
 
 // TestScriptsMatchMemory runs each algorithm's script and the in-memory
 // algorithm over the same seeded timeline (the script's clock is the
@@ -109,7 +115,7 @@ func TestScriptsMatchMemory(t *testing.T) {
 			name := fmt.Sprintf("%s/%d/base=%v", spec.Algorithm.Name(), i, base)
 			t.Run(name, func(t *testing.T) {
 				st := newStore(t, client, spec, Config{Rule: "exact", Prefix: testPrefix(t), Timeout: 5})
-				st.callerClock = true
+				st.eng.callerClock = true
 				mem := memDecider(t, spec)
 				capacity := spec.Burst
 				if capacity == 0 {
@@ -128,6 +134,7 @@ func TestScriptsMatchMemory(t *testing.T) {
 					default:
 						now -= r.Float64() * 0.3 // the clock steps back
 					}
+					now = onGrid(now)
 					cost := 1
 					switch u := r.Float64(); {
 					case u < 0.1:
@@ -167,40 +174,167 @@ func TestBatchMatchesSequential(t *testing.T) {
 	for i, spec := range exactSpecs {
 		t.Run(fmt.Sprintf("%s/%d", spec.Algorithm.Name(), i), func(t *testing.T) {
 			st := newStore(t, client, spec, Config{Rule: "batch", Prefix: testPrefix(t), Timeout: 5})
-			st.callerClock = true
+			st.eng.callerClock = true
 			mems := map[string]func(float64, int) ratelimit.Decision{}
 			r := rng.New(uint32(99 + i))
 			now := 50.0
 			for round := range 5 {
-				now += r.Exp(spec.Per / spec.Rate * 3)
-				w := &worker{}
+				now = onGrid(now + r.Exp(spec.Per/spec.Rate*3))
+				var calls []*call
 				var keys []string
 				for range 40 {
 					k := "k" + strconv.Itoa(int(r.Float64()*3))
 					cost := int(r.Float64() * 3) // 0, 1 or 2
-					c := newCall().(*call)
-					c.prepare(st, k, now, cost)
-					c.deadline = time.Now().Add(5 * time.Second)
-					w.batch = append(w.batch, c)
+					calls = append(calls, testCall(st, nil, k, now, cost))
 					keys = append(keys, k)
 				}
-				st.send(w)
+				sendBatch(st.eng, calls)
 				if st.Stats().RoundTrips > uint64(2*(round+1)) {
 					t.Fatalf("round %d: %d round trips: the batch was not sent in one", round, st.Stats().RoundTrips)
 				}
-				for j, c := range w.batch {
-					<-c.done
+				for j, c := range calls {
 					mem := mems[keys[j]]
 					if mem == nil {
 						mem = memDecider(t, spec)
 						mems[keys[j]] = mem
 					}
-					want := mem(now, c.cost)
-					if c.err != nil || !sameDecision(c.d, want, now) {
-						t.Fatalf("round %d, decision %d (key %s, cost %d):\n redis  %+v %v\n memory %+v", round, j, keys[j], c.cost, c.d, c.err, want)
+					it := c.items[0]
+					want := mem(now, it.cost)
+					if it.err != nil || !sameDecision(it.d, want, now) {
+						t.Fatalf("round %d, decision %d (key %s, cost %d):\n redis  %+v %v\n memory %+v", round, j, keys[j], it.cost, it.d, it.err, want)
 					}
 				}
 			}
 		})
+	}
+}
+
+// exactBucket is the oracle of the grid tests: GCRA in exact rational
+// arithmetic (while time does not step back, the token bucket and the
+// leaky meter decide the same).
+type exactBucket struct {
+	interval, full, tat *big.Rat // T, Burst·T, the theoretical arrival time
+}
+
+// newExactBucket is a bucket of rate units per per seconds (decimal
+// strings) and burst.
+func newExactBucket(rate, per string, burst int) *exactBucket {
+	r, _ := new(big.Rat).SetString(rate)
+	p, _ := new(big.Rat).SetString(per)
+	iv := new(big.Rat).Quo(p, r)
+	return &exactBucket{interval: iv, full: new(big.Rat).Mul(iv, big.NewRat(int64(burst), 1)), tat: new(big.Rat)}
+}
+
+// allow decides cost units at now: allowed if max(TAT, now) − now + cost·T ≤ Burst·T.
+func (b *exactBucket) allow(now *big.Rat, cost int) bool {
+	tat := b.tat
+	if tat.Cmp(now) < 0 {
+		tat = now
+	}
+	if cost <= 0 {
+		return true
+	}
+	step := new(big.Rat).Mul(b.interval, big.NewRat(int64(cost), 1))
+	after := new(big.Rat).Add(tat, step)
+	if new(big.Rat).Sub(after, now).Cmp(b.full) > 0 {
+		return false
+	}
+	b.tat = after
+	return true
+}
+
+// TestExactGrid: on decimal timestamps the scripts decide as exact
+// arithmetic does. Rate 10/s with a burst of 1 admits every one of 1,000
+// requests 0.1 s apart (t = k·0.1 in float64: the float artefact refused a
+// third); and on a 10 ms grid with random costs, for 10/s, 3/s, 100/min
+// and 7 per 1.5 s, GCRA, the token bucket and the leaky meter make
+// exactly the oracle's decisions (big.Rat over the decimal instants).
+// Decisions go 500 to a pipeline (the caller clock gives each its own
+// instant).
+func TestExactGrid(t *testing.T) {
+	be := testBackend(t)
+	client := newClient(t, be.addr)
+	decide := func(t *testing.T, st *Store, nows []float64, costs []int) []bool {
+		t.Helper()
+		var out []bool
+		for lo := 0; lo < len(nows); lo += 500 {
+			var calls []*call
+			for k := lo; k < min(lo+500, len(nows)); k++ {
+				calls = append(calls, testCall(st, nil, "k", nows[k], costs[k]))
+			}
+			sendBatch(st.eng, calls)
+			for _, c := range calls {
+				if err := c.items[0].err; err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, c.items[0].d.Allowed)
+			}
+		}
+		return out
+	}
+	algs := []ratelimit.Algorithm{ratelimit.AlgGCRA, ratelimit.AlgTokenBucket, ratelimit.AlgLeakyMeter}
+	for _, alg := range algs {
+		t.Run("0.1s/"+alg.Name(), func(t *testing.T) {
+			st := newStore(t, client, ratelimit.Spec{Algorithm: alg, Rate: 10, Per: 1, Burst: 1}, Config{Rule: "grid", Prefix: testPrefix(t), Timeout: 5, TTLMargin: 600})
+			st.eng.callerClock = true
+			nows, costs := make([]float64, 1000), make([]int, 1000)
+			for k := range nows {
+				nows[k], costs[k] = float64(k+1)*0.1, 1
+			}
+			refused := 0
+			for _, ok := range decide(t, st, nows, costs) {
+				if !ok {
+					refused++
+				}
+			}
+			if refused != 0 {
+				t.Errorf("%d of 1000 refused, want 0", refused)
+			}
+		})
+	}
+	for _, c := range []struct {
+		rate, per string
+		burst     int
+	}{{"10", "1", 5}, {"3", "1", 4}, {"100", "60", 10}, {"7", "1.5", 3}} {
+		rate, _ := strconv.ParseFloat(c.rate, 64)
+		per, _ := strconv.ParseFloat(c.per, 64)
+		for _, alg := range algs {
+			t.Run(fmt.Sprintf("10ms/%s-per-%s/%s", c.rate, c.per, alg.Name()), func(t *testing.T) {
+				st := newStore(t, client, ratelimit.Spec{Algorithm: alg, Rate: rate, Per: per, Burst: c.burst},
+					Config{Rule: "grid", Prefix: testPrefix(t), Timeout: 5, TTLMargin: 600})
+				st.eng.callerClock = true
+				r := rng.New(5)
+				n := 20000
+				if !be.real() {
+					n = 4000 // miniredis's Lua is slow
+				}
+				nows, costs := make([]float64, n), make([]int, n)
+				k := 0
+				for i := range nows {
+					k += int(r.Float64() * 4) // 0 to 3 steps of 10 ms: bursts and gaps
+					nows[i], costs[i] = float64(k)*0.01, int(r.Float64()*float64(c.burst+1))
+				}
+				oracle := newExactBucket(c.rate, c.per, c.burst)
+				got := decide(t, st, nows, costs)
+				diff, allowed, refused := 0, 0, 0
+				for i := range nows {
+					want := oracle.allow(big.NewRat(int64(math.Round(nows[i]*100)), 100), costs[i])
+					if got[i] != want {
+						if diff == 0 {
+							t.Errorf("decision %d (t=%v, cost %d): %v, exact %v", i, nows[i], costs[i], got[i], want)
+						}
+						diff++
+					}
+					if want && costs[i] > 0 {
+						allowed++
+					} else if !want {
+						refused++
+					}
+				}
+				if diff != 0 || allowed < 100 || refused < 100 {
+					t.Errorf("%d of %d decisions differ from exact arithmetic (%d admitted, %d refused)", diff, n, allowed, refused)
+				}
+			})
+		}
 	}
 }

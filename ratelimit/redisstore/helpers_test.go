@@ -342,3 +342,26 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// testCall is a decision for a batch built by a test: key of st at now
+// (the caller clock's), cost, under par (nil: the rule's own).
+func testCall(st *Store, par *params, key string, now float64, cost int) *call {
+	if par == nil {
+		par = st.base
+	}
+	c := newCall().(*call)
+	c.now = now
+	c.add(st, par, key, cost, false)
+	c.deadline = time.Now().Add(5 * time.Second)
+	return c
+}
+
+// sendBatch sends calls as one batch of e and waits for their answers.
+func sendBatch(e *engine, calls []*call) {
+	w := &worker{}
+	w.batch = append(w.batch, calls...)
+	e.send(context.Background(), w)
+	for _, c := range calls {
+		<-c.done
+	}
+}

@@ -37,7 +37,7 @@ var (
 		"Pipelines re-sent with EVAL after a NOSCRIPT reply (Redis restarted, failed over, or flushed its scripts).",
 		[]string{"rule"}, nil)
 	metricQueue = prometheus.NewDesc("spillway_ratelimit_redis_queue_length",
-		"Decisions waiting for a pipeline in the rule's store now (bounded by Config.QueueSize).",
+		"Decisions of the rule waiting for a pipeline now (the queue, bounded by Config.QueueSize, is shared by the rules of one Stores).",
 		[]string{"rule"}, nil)
 	metricGuardCalls = prometheus.NewDesc("spillway_ratelimit_redis_guard_calls_total",
 		"Requests the rule's fail-mode layer passed on to Redis (or to its leases): breaker closed, or a trial.",
@@ -173,7 +173,7 @@ func (c *ruleCounts) addCounters(rs *RuleStore) {
 // addOpen adds an open store's counters and gauges to c.
 func (c *ruleCounts) addOpen(rs *RuleStore, seq uint64) {
 	c.addCounters(rs)
-	c.queue += len(rs.redis.queue)
+	c.queue += int(max(rs.redis.queued.Load(), 0))
 	if b := rs.guard.Breaker(); c.stateSeq == 0 || seq > c.stateSeq {
 		c.state, c.stateSeq = b.State, seq
 	}

@@ -7,64 +7,6 @@ import (
 	"github.com/spillwayhq/spillway/ratelimit"
 )
 
-// params is one scale's script parameters (ARGV[3] and ARGV[4]: see
-// scripts.go). Immutable.
-type params struct {
-	p1, p2 string // the shortest exact decimals, what the script reads
-	// args holds p1 and p2 boxed once, so that a pipeline appends them to
-	// its arguments without allocating.
-	args  [2]any
-	scale float64 // the scale they enforce (1: the rule's own); orders a batch
-}
-
-// newParams returns the script parameters of spec (validated, defaults
-// filled in) at scale f, or nil when nothing can pass at that scale (the
-// class is closed). The scaled limit is ratelimit.ScaledSpec's: the
-// in-memory store's formula.
-func newParams(spec ratelimit.Spec, f float64) *params {
-	sc, ok := ratelimit.ScaledSpec(spec, f)
-	if !ok {
-		return nil
-	}
-	var x1, x2 float64
-	if sc.Algorithm.Bucket() {
-		l := sc.Limit()
-		x1, x2 = l.Rate, float64(l.Burst)
-	} else {
-		q := sc.Quota()
-		x1, x2 = float64(q.Limit), q.Window
-	}
-	p := &params{p1: luaNumber(x1), p2: luaNumber(x2), scale: ratelimit.ClampScale(f)}
-	p.args = [2]any{p.p1, p.p2}
-	return p
-}
-
-// order is the key by which split groups a batch's calls by parameters:
-// equal parameters have equal or adjacent scales (the parameters do not
-// decrease with the scale). A nil p (a call built by a test) counts as 1.
-func (p *params) order() float64 {
-	if p == nil {
-		return 1
-	}
-	return p.scale
-}
-
-// same reports whether p and q send the same parameters.
-func (p *params) same(q *params) bool {
-	return p == q || p != nil && q != nil && p.p1 == q.p1 && p.p2 == q.p2
-}
-
-// mixedParams reports whether the calls do not all have the same
-// parameters.
-func mixedParams(calls []*call) bool {
-	for _, c := range calls[1:] {
-		if !c.par.same(calls[0].par) {
-			return true
-		}
-	}
-	return false
-}
-
 // published is one published configuration: each class's scale and script
 // parameters (nil: the class is closed). Immutable; swapped whole through
 // Store.pub, so a decision reads its parameters with one atomic load.
@@ -99,7 +41,7 @@ func (s *Store) publish(scales [ratelimit.MaxLoadClasses]float64) {
 		case i > 0 && f == scales[i-1]:
 			p.par[i] = p.par[i-1]
 		default:
-			p.par[i] = newParams(s.spec, f)
+			p.par[i] = newParams(s.spec, s.ticks, f)
 		}
 	}
 	s.pub.Store(p)

@@ -33,7 +33,7 @@ func newScaledPair(t *testing.T, spec ratelimit.Spec, classes []ratelimit.ClassC
 	// in milliseconds, and the keys must not expire on Redis's clock.
 	st := newStore(t, newClient(t, be.addr), spec,
 		Config{Rule: "scaled", Prefix: testPrefix(t), Timeout: 5, TTLMargin: 600, Classes: classes})
-	st.callerClock = true
+	st.eng.callerClock = true
 	mem, err := ratelimit.NewMemory(spec, ratelimit.MemoryConfig{Classes: classes})
 	must(t, err)
 	return scaledPair{st, mem}
@@ -116,7 +116,7 @@ func TestStoreSetScaleSteps(t *testing.T) {
 // ratelimit.ScaledSpec's limit, on states the test holds.
 type refDecider func(key string, scale, now float64, cost int) ratelimit.Decision
 
-func newRef[S any](spec ratelimit.Spec, build func(ratelimit.Spec) (ratelimit.Decider[S], error)) refDecider {
+func newRef[S any](spec ratelimit.Spec, build func(sc ratelimit.Spec) (ratelimit.Decider[S], error)) refDecider {
 	states := map[string]*S{}
 	decs := map[float64]ratelimit.Decider[S]{}
 	return func(key string, f, now float64, cost int) ratelimit.Decision {
@@ -144,24 +144,30 @@ func newRef[S any](spec ratelimit.Spec, build func(ratelimit.Spec) (ratelimit.De
 	}
 }
 
+// bucketRef is the reference of a bucket algorithm: the rule's own
+// configuration, and at other scales WithLimit of it (which reads and
+// writes its states).
+func bucketRef[S any, D interface {
+	ratelimit.Decider[S]
+	WithLimit(ratelimit.Limit) (D, error)
+}](spec ratelimit.Spec, newD func(ratelimit.Limit) (D, error)) refDecider {
+	base, err := newD(spec.Limit())
+	if err != nil {
+		panic(err)
+	}
+	return newRef(spec, func(sc ratelimit.Spec) (ratelimit.Decider[S], error) { return base.WithLimit(sc.Limit()) })
+}
+
 func refFor(spec ratelimit.Spec) refDecider {
 	switch spec.Algorithm {
 	case ratelimit.AlgGCRA:
-		return newRef(spec, func(s ratelimit.Spec) (ratelimit.Decider[ratelimit.GCRAState], error) {
-			return ratelimit.NewGCRA(s.Limit())
-		})
+		return bucketRef[ratelimit.GCRAState](spec, ratelimit.NewGCRA)
 	case ratelimit.AlgTokenBucket:
-		return newRef(spec, func(s ratelimit.Spec) (ratelimit.Decider[ratelimit.TokenBucketState], error) {
-			return ratelimit.NewTokenBucket(s.Limit())
-		})
+		return bucketRef[ratelimit.TokenBucketState](spec, ratelimit.NewTokenBucket)
 	case ratelimit.AlgLeakyMeter:
-		return newRef(spec, func(s ratelimit.Spec) (ratelimit.Decider[ratelimit.LeakyMeterState], error) {
-			return ratelimit.NewLeakyMeter(s.Limit())
-		})
+		return bucketRef[ratelimit.LeakyMeterState](spec, ratelimit.NewLeakyMeter)
 	case ratelimit.AlgLeakyQueue:
-		return newRef(spec, func(s ratelimit.Spec) (ratelimit.Decider[ratelimit.LeakyQueueState], error) {
-			return ratelimit.NewLeakyQueue(s.Limit())
-		})
+		return bucketRef[ratelimit.LeakyQueueState](spec, ratelimit.NewLeakyQueue)
 	case ratelimit.AlgFixedWindow:
 		return newRef(spec, func(s ratelimit.Spec) (ratelimit.Decider[ratelimit.FixedWindowState], error) {
 			return ratelimit.NewFixedWindow(s.Quota())
@@ -214,6 +220,7 @@ func TestStoreScaleMatchesMemory(t *testing.T) {
 				default:
 					now += r.Exp(spec.Per * 2)
 				}
+				now = onGrid(now)
 				cost := 1
 				switch u := r.Float64(); {
 				case u < 0.1:
@@ -226,6 +233,7 @@ func TestStoreScaleMatchesMemory(t *testing.T) {
 				f := classes[min(class, len(classes)-1)].Scale(health)
 				want := ref(key, f, now, cost)
 				got, err := p.st.AllowClassN(context.Background(), key, class, now, cost)
+
 				if err != nil {
 					t.Fatalf("step %d: %v", step, err)
 				}
@@ -371,77 +379,37 @@ func TestStoreBatchMixesScales(t *testing.T) {
 			r := rng.New(7)
 			now := 20.0
 			for round := range 4 {
-				now += r.Exp(spec.Per / spec.Rate * 4)
-				w := &worker{}
+				now = onGrid(now + r.Exp(spec.Per/spec.Rate*4))
+				var calls []*call
 				class := map[*call]int{}
 				key := map[*call]string{}
+				scales := map[float64]bool{}
 				for range 30 {
 					k := fmt.Sprint("k", int(r.Float64()*3))
 					cl := int(r.Float64() * 2)
-					c := newCall().(*call)
-					c.prepare(p.st, k, now, 1+int(r.Float64()*2))
-					c.par = p.st.pub.Load().params(cl)
-					c.deadline = time.Now().Add(5 * time.Second)
-					w.batch = append(w.batch, c)
-					class[c], key[c] = cl, k
+					par := p.st.pub.Load().params(cl)
+					c := testCall(p.st, par, k, now, 1+int(r.Float64()*2))
+					calls = append(calls, c)
+					class[c], key[c], scales[par.scale] = cl, k, true
 				}
-				if !mixedParams(w.batch) {
+				if len(scales) != 2 {
 					t.Fatal("the batch has one scale")
 				}
 				before := p.st.Stats().RoundTrips
-				p.st.send(w)
+				sendBatch(p.st.eng, calls)
 				if rt := p.st.Stats().RoundTrips - before; rt != 1 {
 					t.Fatalf("round %d: %d round trips, want 1", round, rt)
 				}
-				// send orders w.batch in place as it sent it.
-				for j, c := range w.batch {
-					<-c.done
-					want := p.mem.AllowClassN(key[c], class[c], now, c.cost)
-					if c.err != nil || !sameDecision(c.d, want, now) {
+				for j, c := range calls {
+					it := c.items[0]
+					want := p.mem.AllowClassN(key[c], class[c], now, it.cost)
+					if it.err != nil || !sameDecision(it.d, want, now) {
 						t.Fatalf("round %d, call %d (key %s, class %d, cost %d):\n redis  %+v %v\n memory %+v",
-							round, j, key[c], class[c], c.cost, c.d, c.err, want)
+							round, j, key[c], class[c], it.cost, it.d, it.err, want)
 					}
 				}
 			}
 		})
-	}
-}
-
-// split never puts two scales in one script call, and keeps a batch of one
-// scale in order.
-func TestSplitByParams(t *testing.T) {
-	half := &params{p1: "5", p2: "5", scale: 0.5}
-	half2 := &params{p1: "5", p2: "5", scale: 0.5} // equal, published again
-	full := &params{p1: "10", p2: "10", scale: 1}
-	mk := func(tag string, slot uint16, p *params) *call { return &call{tag: tag, slot: slot, cost: 1, par: p} }
-	a, b, c, d := mk("a", 1, full), mk("b", 1, half), mk("c", 1, full), mk("d", 1, half2)
-	for _, tc := range []struct {
-		name  string
-		s     *Store
-		calls []*call
-		order []*call
-		want  []chunk
-	}{
-		{"standalone: one scale", &Store{grouping: groupAll}, []*call{c, a}, []*call{c, a}, []chunk{{0, 2}}},
-		{"standalone: by scale", &Store{grouping: groupAll}, []*call{a, b, c, d}, []*call{b, d, a, c}, []chunk{{0, 2}, {2, 4}}},
-		{"cluster: by slot, then scale", &Store{grouping: groupSlot},
-			[]*call{a, mk("e", 0, full), b, c}, nil, []chunk{{0, 1}, {1, 2}, {2, 4}}},
-	} {
-		calls := append([]*call(nil), tc.calls...)
-		got := tc.s.split(calls, nil)
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%s: chunks %v, want %v", tc.name, got, tc.want)
-		}
-		if tc.order != nil && fmt.Sprint(calls) != fmt.Sprint(tc.order) {
-			t.Errorf("%s: order changed wrongly", tc.name)
-		}
-		for _, ch := range got {
-			for _, x := range calls[ch.lo:ch.hi] {
-				if !x.par.same(calls[ch.lo].par) {
-					t.Errorf("%s: chunk %v mixes parameters", tc.name, ch)
-				}
-			}
-		}
 	}
 }
 

@@ -3,334 +3,347 @@ package redisstore
 import (
 	"crypto/sha1"
 	"encoding/hex"
-
-	"github.com/spillwayhq/spillway/ratelimit"
 )
 
-// The Lua scripts, one per algorithm: a common prelude, the algorithm's
-// body (which defines decide(key, cost)), and an epilogue that decides every
-// key in turn. One call decides a batch:
+// decideScript is the one Lua script of the package: every algorithm, and
+// requests of one or several rules. One call decides a batch of requests
+// from many callers, one after another, exactly as separate calls would
+// (the same key twice sees its own update):
 //
-//	KEYS[i]     the i-th decision's key (all in one Cluster slot, or any
-//	            keys on a standalone server)
-//	ARGV[1]     now in seconds, or "" to read Redis TIME once for the batch
-//	            (the production form; the other is for tests)
-//	ARGV[2]     the TTL margin in milliseconds
-//	ARGV[3..4]  the algorithm's two parameters (see each body) for the
-//	            batch's scale (see Store.SetScale; the rule's own at scale 1)
-//	ARGV[5..6]  the rule's own parameters, at scale 1 (the token bucket's
-//	            TTL covers both)
-//	ARGV[6+i]   the i-th decision's cost (a whole number; ≤ 0 is a query)
+//	KEYS[i]          the i-th item's key (all in one Cluster slot, or any
+//	                 keys on a standalone server)
+//	ARGV[1]          now in µs, or "" to read Redis TIME once for the call
+//	                 (the production form; the other is for tests)
+//	ARGV[2]          the TTL margin in milliseconds
+//	ARGV[3]          K, the parameter sets that follow
+//	ARGV[4..3+6K]    K sets: algorithm, D (ticks per µs), x1..x4 (see newParams)
+//	then per item    16·(4·cost + flags) + the index of its parameter set
+//	                 (from 0): flag bit 0 marks a shadow item (its refusal
+//	                 refuses nothing), bit 1 that more items of the same
+//	                 request follow
 //
-// It returns ten integers per key: allowed (1/0), remaining, then
-// retryAfter, reset, delay and start, each as two integers m, e with value
-// m·2^(e−53) (math.frexp's mantissa scaled to a 53-bit integer: exact, and
-// far cheaper than string.format, which costs Redis about a microsecond per
-// number; e = 99999 stands for +Inf). Redis turns a Lua number reply into an
-// integer, hence the split. Numbers stored in keys are passed to redis.call
-// as Lua numbers, which Redis writes with 17 significant digits: they read
-// back exactly.
+// A request of several items (rules) is checked whole before anything is
+// written: its units are spent only if none of its enforced items is
+// refused (an item refused, or one its rule allows while another refuses,
+// then writes what a query would: refills, trims, window rolls). It
+// returns Redis's now in µs, then per item: allowed + 2·remaining,
+// reset and retryAfter in ticks (retryAfter −1: never), and for the leaky
+// queue the admitted units' delay in ticks (−1 for a query or a refusal).
 //
-// Deciding a batch in one call pays the command's parsing, the script's
-// set-up and the clock read once per batch instead of once per decision:
-// the decisions themselves cost a GET and a SET (or their hash and
-// sorted-set equivalents) each. The keys are decided one after another, as
-// separate EVALs would: the same key twice in a batch sees its own update.
+// All arithmetic is on integers below 2^53 (see params.go), so the
+// decisions are those of exact arithmetic on the µs grid, and the formulas
+// are the in-memory algorithms' (package ratelimit). Under a scale below 1
+// a token bucket or a leaky meter refills or drains at the ratio x3 of the
+// rule's rate in the rule's ticks, rounded down to whole ticks at each
+// decision (the durations it reports rounded up).
 //
-// The arithmetic is the in-memory algorithms' (package ratelimit), operation
-// for operation: Lua numbers are float64 and the Lua VM computes each
-// operation on its own (no fused multiply-add), so on the same timeline the
-// decisions, Remaining, Reset, Delay and Start are bit for bit those of the
-// in-memory code. RetryAfter starts at the same algebraic answer and then
-// gallops upward until a retry at now+RetryAfter would pass; the in-memory
-// code searches float64 by float64, so the two may differ by a few ulps.
-const prelude = `
+// State per key (instants in µs; an instant of the GCRA or the leaky
+// queue may carry a remainder r of ticks, 0 ≤ r < D, written "q:r"):
+//
+//	GCRA                 string: TAT                              (SET … PX)
+//	token bucket         hash {t: tokens × N (ticks), l: last refill}
+//	leaky meter          hash {v: level × N (ticks), l: last leak}
+//	leaky queue          sorted set: each waiting unit scored by its release
+//	                     instant rounded up to the µs, named "q:r/i" after its
+//	                     request's start; member "f" + r scored by the next free
+//	                     instant rounded up (always last: 'f' sorts after digits)
+//	fixed window         hash {c: count, w: window number}
+//	sliding window cnt.  hash {p: previous count, c: current count, w: window number}
+//	sliding log          sorted set of admitted instants, named "µs/i" (unique)
+const decideScript = `
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
   now = tonumber(ARGV[1])
 end
-if not (now >= 0) then now = 0 end
 local margin = tonumber(ARGV[2])
-local P1, P2 = tonumber(ARGV[3]), tonumber(ARGV[4])
-local R1, R2 = tonumber(ARGV[5]), tonumber(ARGV[6])
-local INF = math.huge
-local EPS = 1 / 4503599627370496
-local STEPBACK = 65536
-local floor, ceil, frexp = math.floor, math.ceil, math.frexp
+local np = tonumber(ARGV[3])
+local floor, ceil, fmt, find, sub = math.floor, math.ceil, string.format, string.find, string.sub
+local NEVER, STEPBACK = -1, 65536
+local PA, PD, X1, X2, X3, X4 = {}, {}, {}, {}, {}, {}
+local onlyGCRA = true
+local NEED = {} -- the algorithms of this call: only their functions are made
+for i = 1, np do
+  local b = 3 + (i - 1) * 6
+  PA[i], PD[i] = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+  X1[i], X2[i], X3[i], X4[i] = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+  if PA[i] ~= 7 then onlyGCRA = false end
+  NEED[PA[i]] = true
+end
+-- A call of GCRA items reads all its keys at once (GV), and remembers what
+-- it writes (GW), for a key that comes again.
+local GV, GW
+if onlyGCRA and #KEYS > 1 then
+  GV, GW = redis.call('MGET', unpack(KEYS)), {}
+end
 
-local function ttl(sec)
-  local ms = ceil(sec * 1000)
+-- ttl is the PX of a state that is empty in us µs.
+local function ttl(us)
+  local ms = ceil(us / 1000)
   if not (ms > 0) then ms = 0 end
   ms = ms + margin
   if ms > 1e14 then ms = 1e14 end
   return ms
 end
 
-local function settle(guess, ok)
-  local ra = guess
-  if not (ra > 0) then ra = 0 end
-  if ok(now + ra) then return ra end
-  local step = (now + ra) * EPS
-  if not (step > 0) then step = 4.9406564584124654e-324 end
-  for _ = 1, 1100 do
-    ra = ra + step
-    if ok(now + ra) then return ra end
-    step = step * 2
+-- read runs a command that reads key; a key of another type (a rule whose
+-- algorithm changed under the same id) is dropped and reads as missing,
+-- rather than failing every decision of the call.
+local function read(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    redis.call('DEL', (select(2, ...)))
+    return false
   end
-  return INF
+  return r
 end
 
-local function m53(x)
-  if x == 0 then return 0, 0 end
-  if x == INF then return 1, 99999 end
-  local m, e = frexp(x)
-  return m * 9007199254740992, e
-end
-`
-
-const epilogue = `
-local out = {}
-for i = 1, #KEYS do
-  local allowed, remaining, retry, reset, delay, start = decide(KEYS[i], tonumber(ARGV[6 + i]))
-  local b = (i - 1) * 10
-  if allowed then out[b + 1] = 1 else out[b + 1] = 0 end
-  out[b + 2] = remaining
-  out[b + 3], out[b + 4] = m53(retry)
-  out[b + 5], out[b + 6] = m53(reset)
-  out[b + 7], out[b + 8] = m53(delay or 0)
-  out[b + 9], out[b + 10] = m53(start or 0)
-end
-return out
-`
-
-// gcraBody: P1 rate (units/s), P2 burst. State: a string key holding TAT,
-// written only when the request is allowed.
-const gcraBody = `
-local rate, burst = P1, P2
-local interval = 1 / rate
-local tau = (burst - 1) * interval
-local slack = burst * EPS
-
-local function limit(x) return tau + x * slack end
-
-local function remaining(x)
-  local ahead, lim = x - now, limit(x)
-  local k = floor((lim - ahead) * rate) + 1
-  if not (k > 0) then return 0 end
-  if k > burst then k = burst end
-  if k > 0 and ahead + (k - 1) * interval > lim then
-    k = k - 1
-  elseif k < burst and ahead + k * interval <= lim then
-    k = k + 1
-  end
-  return k
+-- An instant now + a ticks as q µs and r ticks.
+local function instant(a, d)
+  local q = floor(a / d)
+  return now + q, a - q * d
 end
 
-local function decide(key, cost)
-  local tat = tonumber(redis.call('GET', key)) or 0
-  if now > tat then tat = now end
-  if cost <= 0 then return true, remaining(tat), 0, tat - now end
-  local extra = (cost - 1) * interval
-  local wait = tat - now + extra
-  if wait > limit(tat) then
-    local retry = INF
-    if cost <= burst then
-      retry = settle(wait - tau, function(t)
-        local x = tat
-        if t > x then x = t end
-        return x - t + extra <= limit(x)
-      end)
-    end
-    return false, remaining(tat), retry, tat - now
-  end
-  tat = tat + cost * interval
-  redis.call('SET', key, tat, 'PX', ttl(tat - now))
-  return true, remaining(tat), 0, tat - now
-end
-`
+-- Each algorithm has a check, which reads the key (writing only what does
+-- not change a decision: trims) and returns allowed, remaining, reset,
+-- retry, delay and up to four values for its commit, which writes: with
+-- spend, the request's units; without, what a query writes.
 
-// tokenBucketBody: P1 rate, P2 burst. State: hash {t: tokens, l: time of
-// the last refill}; a missing key is a full bucket. Under a scale (P1 below
-// the rule's own rate R1) the key is kept until the bucket is full at both
-// rates: a missing key is the rule's full Burst R2 to a later decision at
-// scale 1.
-const tokenBucketBody = `
-local rate, burst = P1, P2
-local scaled = rate ~= R1
-
-local function decide(key, cost)
-  local s = redis.call('HMGET', key, 't', 'l')
-  local tokens, last = tonumber(s[1]), tonumber(s[2])
-  if tokens == nil or last == nil then
-    tokens, last = burst, now
+-- GCRA: TAT, written only when units are spent. (The hot path: helpers
+-- inlined.)
+local function gcraCheck(k, p, cost)
+  local d, n, burst = PD[p], X1[p], X2[p]
+  local key = KEYS[k]
+  local v
+  if GV then
+    v = GW[key]
+    if v == nil then v = GV[k] end
   else
-    local elapsed = now - last
-    if elapsed < 0 then elapsed = 0 else last = now end
-    tokens = tokens + elapsed * rate
-    if tokens > burst then tokens = burst end
+    v = read('GET', key)
   end
-  local allowed = cost <= 0 or tokens >= cost
-  if allowed and cost > 0 then tokens = tokens - cost end
-  local reset = (burst - tokens) / rate
-  local keep = reset
-  if scaled then
-    local own = (R2 - tokens) / R1
-    if own > keep then keep = own end
+  local a = 0
+  if v then
+    local q, r = v, 0
+    if type(v) ~= 'number' then
+      local i = find(v, ':', 1, true)
+      if i then q, r = tonumber(sub(v, 1, i - 1)), tonumber(sub(v, i + 1)) else q = tonumber(v) end
+    end
+    if q and r then
+      a = (q - now) * d + r
+      if a < 0 then a = 0 end
+    end
   end
-  redis.call('HSET', key, 't', tokens, 'l', last)
-  redis.call('PEXPIRE', key, ttl(keep))
-  local retry = 0
+  local cap = burst * n
+  local after = a + cost * n
+  local allowed = cost <= 0 or after <= cap
+  local retry, x = 0, after
   if not allowed then
-    retry = INF
-    if cost <= burst then
-      retry = settle(last + (cost - tokens) / rate - now, function(t)
-        local elapsed = t - last
-        if elapsed < 0 then elapsed = 0 end
-        local v = tokens + elapsed * rate
-        if v > burst then v = burst end
-        return v >= cost
-      end)
-    end
+    retry = NEVER
+    if cost <= burst then retry = after - cap end
   end
-  return allowed, floor(tokens), retry, reset
+  if not allowed or cost <= 0 then x = a end
+  local rem = floor((cap - x) / n)
+  if rem < 0 then rem = 0 elseif rem > burst then rem = burst end
+  return allowed, rem, x, retry, 0, after
 end
-`
-
-// leakyMeterBody: P1 rate, P2 burst. State: hash {v: level, l: time of the
-// last leak}; a missing key is an empty bucket. Remaining is Burst − level
-// truncated toward zero, as Go's int(): under a scale the level can exceed
-// the scaled Burst.
-const leakyMeterBody = `
-local rate, burst = P1, P2
-
-local function decide(key, cost)
-  local s = redis.call('HMGET', key, 'v', 'l')
-  local level, last = tonumber(s[1]) or 0, tonumber(s[2]) or 0
-  local elapsed = now - last
-  if elapsed < 0 then elapsed = 0 else last = now end
-  level = level - elapsed * rate
-  if level < 0 then level = 0 end
-  local allowed = cost <= 0 or cost <= burst - level
-  if allowed and cost > 0 then level = level + cost end
-  local reset = level / rate
-  redis.call('HSET', key, 'v', level, 'l', last)
-  redis.call('PEXPIRE', key, ttl(reset))
-  local retry = 0
-  if not allowed then
-    retry = INF
-    if cost <= burst then
-      retry = settle(last + (level + cost - burst) / rate - now, function(t)
-        local e = t - last
-        if e < 0 then e = 0 end
-        local v = level - e * rate
-        if v < 0 then v = 0 end
-        return cost <= burst - v
-      end)
-    end
+local function gcraCommit(k, p, cost, spend, after)
+  if spend and cost > 0 then
+    local d = PD[p]
+    local q = floor(after / d)
+    local r = after - q * d
+    q = now + q
+    local v = q
+    if r ~= 0 then v = fmt('%d:%d', q, r) end
+    local ms = ceil(after / d / 1000) + margin
+    if ms > 1e14 then ms = 1e14 end
+    redis.call('SET', KEYS[k], v, 'PX', ms)
+    if GW then GW[KEYS[k]] = v end
   end
-  local room = burst - level
-  if room < 0 then room = ceil(room) else room = floor(room) end
-  return allowed, room, retry, reset
 end
-`
 
-// leakyQueueBody: P1 rate, P2 queue size. State: a sorted set with one
-// member per waiting unit (score: its release time; member: the instant
-// its request started, '/', and the unit's number in the request, with 17
-// significant digits: unique) and the member 'f', whose score is the next
-// free release time: one interval after the newest release, so 'f' is
-// always the last member ('f' also sorts after any number on a tie), and a
-// set without 'f' is empty. The release times are stored, not derived from
-// the oldest one, because a queue's units may have been spaced at
-// different rates (the rate can change while units wait: Store.SetScale),
-// as the in-memory ring stores them. Units that have left are removed at
-// once, even by a refused request (as in memory: a clock that then steps
-// back must not see them again); a unit released at once (at now) is never
-// stored.
-const leakyQueueBody = `
-local rate, size = P1, P2
-local interval = 1 / rate
+local tbCheck, tbCommit, meterCheck, meterCommit, queueCheck, queueCommit, windowCheck, windowCommit, counterCheck, counterCommit, roll, fits, counterRemaining, firstFit, logCheck, logCommit
 
-local function decide(key, cost)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  local top = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
-  local n, back, nextFree = 0, 0, 0
-  if #top == 4 then
-    back, nextFree = tonumber(top[2]), tonumber(top[4])
-    n = redis.call('ZCARD', key) - 1
-  elseif #top == 2 then
-    nextFree = tonumber(top[2])
-  end
-
-  local function reset()
-    if n == 0 then return 0 end
-    return back - now
-  end
-
-  if cost <= 0 then return true, size - n, 0, reset() end
-  if n + cost > size then
-    local retry = INF
-    if cost <= size then
-      local k = n + cost - size
-      local release = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
-      retry = settle(release - now, function(t) return release <= t end)
+-- Token bucket: tokens in ticks of the rule's interval, refilled at ratio.
+if NEED[1] then
+  tbCheck = function(k, p, cost)
+    local key = KEYS[k]
+    local d, n, burst, ratio = PD[p], X1[p], X2[p], X3[p]
+    local s = read('HMGET', key, 't', 'l') or {}
+    local tokens, last = tonumber(s[1]), tonumber(s[2])
+    local cap = burst * n
+    if tokens == nil or last == nil then
+      tokens, last = cap, now
+    else
+      local e = now - last
+      if e < 0 then e = 0 else last = now end
+      if ratio == 1 then tokens = tokens + e * d else tokens = tokens + floor(e * d * ratio) end
+      if tokens > cap then tokens = cap end
     end
-    return false, size - n, retry, reset()
+    local need = cost * n
+    local allowed = cost <= 0 or tokens >= need
+    local left = tokens
+    if allowed and cost > 0 then left = tokens - need end
+    local retry = 0
+    if not allowed then
+      retry = NEVER
+      if cost <= burst then retry = (last - now) * d + ceil((need - tokens) / ratio) end
+    end
+    return allowed, floor(left / n), ceil((cap - left) / ratio), retry, 0, tokens, last
   end
-  local out = nextFree
-  if now > out then out = now end
-  local member = string.format('%.17g', out) .. '/'
-  local args, j, x = {}, 0, out
-  for i = 1, cost do
-    if x > now then
-      args[j + 1] = x
-      args[j + 2] = member .. i
-      j = j + 2
-      back, n = x, n + 1
-      if j >= 1000 then
-        redis.call('ZADD', key, unpack(args, 1, j))
-        j = 0
+  tbCommit = function(k, p, cost, spend, tokens, last)
+    local key = KEYS[k]
+    local d, n, burst, ratio, own = PD[p], X1[p], X2[p], X3[p], X4[p]
+    if spend and cost > 0 then tokens = tokens - cost * n end
+    local keep = (burst * n - tokens) / ratio
+    if ratio ~= 1 and own * n - tokens > keep then keep = own * n - tokens end
+    redis.call('HSET', key, 't', tokens, 'l', last)
+    redis.call('PEXPIRE', key, ttl(keep / d))
+  end
+end
+
+-- Leaky meter: level in ticks of the rule's interval, drained at ratio.
+if NEED[2] then
+  meterCheck = function(k, p, cost)
+    local key = KEYS[k]
+    local d, n, burst, ratio = PD[p], X1[p], X2[p], X3[p]
+    local s = read('HMGET', key, 'v', 'l') or {}
+    local level, last = tonumber(s[1]) or 0, tonumber(s[2]) or 0
+    local e = now - last
+    if e < 0 then e = 0 else last = now end
+    if ratio == 1 then level = level - e * d else level = level - floor(e * d * ratio) end
+    if level < 0 then level = 0 end
+    local cap, need = burst * n, cost * n
+    local allowed = cost <= 0 or need <= cap - level
+    local after = level
+    if allowed and cost > 0 then after = level + need end
+    local retry = 0
+    if not allowed then
+      retry = NEVER
+      if cost <= burst then retry = (last - now) * d + ceil((level + need - cap) / ratio) end
+    end
+    local room = floor((cap - after) / n)
+    if room < 0 then room = 0 end
+    return allowed, room, ceil(after / ratio), retry, 0, level, last
+  end
+  meterCommit = function(k, p, cost, spend, level, last)
+    local key = KEYS[k]
+    local d, n, ratio = PD[p], X1[p], X3[p]
+    if spend and cost > 0 then level = level + cost * n end
+    redis.call('HSET', key, 'v', level, 'l', last)
+    redis.call('PEXPIRE', key, ttl(level / ratio / d))
+  end
+end
+
+-- Leaky queue: units waiting for their release instants.
+if NEED[3] then
+  queueCheck = function(k, p, cost)
+    local key = KEYS[k]
+    local d, n, size = PD[p], X1[p], X2[p]
+    read('ZREMRANGEBYSCORE', key, '-inf', now)
+    local top = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+    local waiting, back, free, fname = 0, now, 0, nil
+    if #top >= 2 then
+      fname = top[#top - 1]
+      local r = tonumber(string.sub(fname, 2))
+      local q = tonumber(top[#top])
+      if r > 0 then q = q - 1 end
+      free = (q - now) * d + r
+      if #top == 4 then
+        back = tonumber(top[2])
+        waiting = redis.call('ZCARD', key) - 1
       end
     end
-    x = x + interval
-  end
-  nextFree = x
-  args[j + 1] = nextFree
-  args[j + 2] = 'f'
-  redis.call('ZADD', key, unpack(args, 1, j + 2))
-  redis.call('PEXPIRE', key, ttl(nextFree - now))
-  return true, size - n, 0, reset(), out - now, out
-end
-`
-
-// fixedWindowBody: P1 limit, P2 window (seconds). State: hash {c: count,
-// w: window number floor(now/window)}.
-const fixedWindowBody = `
-local limit, window = P1, P2
-
-local function decide(key, cost)
-  local s = redis.call('HMGET', key, 'c', 'w')
-  local count, win = tonumber(s[1]) or 0, tonumber(s[2])
-  local wf = floor(now / window)
-  if win == nil then win = wf end
-  local back = wf - win
-  local changed = false
-  if back ~= 0 then
-    if back < 0 and back >= -STEPBACK and count > 0 then
-      wf = win
-    else
-      count, win, changed = 0, wf, true
+    local reset = 0
+    if waiting > 0 then reset = (back - now) * d end
+    local room = size - waiting
+    if room < 0 then room = 0 end
+    if cost <= 0 then return true, room, reset, 0, -1 end
+    if waiting + cost > size then
+      local retry = NEVER
+      if cost <= size then
+        local k = waiting + cost - size
+        retry = (tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) - now) * d
+      end
+      return false, room, reset, retry, -1
     end
+    if free < 0 then free = 0 end
+    local last = free + (cost - 1) * n -- the last unit's release, ticks from now
+    local stay = cost
+    if free <= 0 then stay = cost - 1 end -- a unit released at once is not stored
+    if stay > 0 then reset = ceil(last / d) * d end
+    local room = size - waiting - stay
+    if room < 0 then room = 0 end
+    return true, room, reset, 0, free, free, fname
   end
-  local allowed = cost <= 0 or count + cost <= limit
-  if allowed and cost > 0 then count, changed = count + cost, true end
-  local finish = (wf + 1) * window
-  local reset, retry = 0, 0
-  if count > 0 then reset = finish - now end
-  if changed then
+  queueCommit = function(k, p, cost, spend, free, fname)
+    local key = KEYS[k]
+    if not (spend and cost > 0) then return end
+    local d, n = PD[p], X1[p]
+    local oq, orr = instant(free, d)
+    local member = fmt('%d:%d/', oq, orr)
+    local args, j, x = {}, 0, free
+    for i = 1, cost do
+      if x > 0 then
+        args[j + 1] = now + ceil(x / d)
+        args[j + 2] = member .. i
+        j = j + 2
+        if j >= 1000 then
+          redis.call('ZADD', key, unpack(args, 1, j))
+          j = 0
+        end
+      end
+      x = x + n
+    end
+    local fq, fr = instant(x, d)
+    local fscore = fq
+    if fr > 0 then fscore = fq + 1 end
+    local fnew = 'f' .. fr
+    if fname and fname ~= fnew then redis.call('ZREM', key, fname) end
+    args[j + 1] = fscore
+    args[j + 2] = fnew
+    redis.call('ZADD', key, unpack(args, 1, j + 2))
+    redis.call('PEXPIRE', key, ttl(x / d))
+  end
+end
+
+-- Fixed window: a count per window of w µs.
+if NEED[4] then
+  windowCheck = function(k, p, cost)
+    local key = KEYS[k]
+    local limit, w = X1[p], X2[p]
+    local s = read('HMGET', key, 'c', 'w') or {}
+    local count, win = tonumber(s[1]) or 0, tonumber(s[2])
+    local wf = floor(now / w)
+    if win == nil then win = wf end
+    local back = wf - win
+    local changed = false
+    if back ~= 0 then
+      if back < 0 and back >= -STEPBACK and count > 0 then
+        wf = win
+      else
+        count, win, changed = 0, wf, true
+      end
+    end
+    local allowed = cost <= 0 or count + cost <= limit
+    local after = count
+    if allowed and cost > 0 then after = count + cost end
+    local finish = (wf + 1) * w
+    local reset, retry = 0, 0
+    if after > 0 then reset = finish - now end
+    if not allowed then
+      retry = NEVER
+      if cost <= limit then retry = finish - now end
+    end
+    local rem = limit - after
+    if rem < 0 then rem = 0 end
+    return allowed, rem, reset, retry, 0, count, win, changed, finish
+  end
+  windowCommit = function(k, p, cost, spend, count, win, changed, finish)
+    local key = KEYS[k]
+    if spend and cost > 0 then count, changed = count + cost, true end
+    if not changed then return end
     if count > 0 then
       redis.call('HSET', key, 'c', count, 'w', win)
       redis.call('PEXPIRE', key, ttl(finish - now))
@@ -338,181 +351,230 @@ local function decide(key, cost)
       redis.call('DEL', key)
     end
   end
-  if not allowed then
-    retry = INF
-    if cost <= limit then
-      retry = settle(finish - now, function(t)
-        local b = floor(t / window) - win
-        if b == 0 or (b < 0 and b >= -STEPBACK and count > 0) then
-          return count + cost <= limit
-        end
-        return true
-      end)
+end
+
+-- Sliding window counter: the previous window's count weighs by the share
+-- of it still inside the sliding window; a weight is num/w.
+if NEED[6] then
+  roll = function(t, w, prev, cur, win)
+    local f = floor(t / w)
+    local b = f - win
+    if b ~= 0 then
+      if b < 0 and b >= -STEPBACK and (prev > 0 or cur > 0) then return win, w, prev, cur, win end
+      if b == 1 then prev = cur else prev = 0 end
+      cur, win = 0, f
     end
+    return f, (f + 1) * w - t, prev, cur, win
   end
-  return allowed, limit - count, retry, reset
-end
-`
-
-// slidingCounterBody: P1 limit, P2 window (seconds). State: hash {p:
-// previous window's count, c: current count, w: current window number}.
-const slidingCounterBody = `
-local limit, window = P1, P2
-
-local function roll(t, p, c, w)
-  local f = floor(t / window)
-  local b = f - w
-  if b ~= 0 then
-    if b < 0 and b >= -STEPBACK and (p > 0 or c > 0) then return w, 1, p, c, w end
-    if b == 1 then p = c else p = 0 end
-    c, w = 0, f
+  -- fits: prev·num/w + (cur + k − 1) < limit, in integers.
+  fits = function(limit, w, prev, num, cur, k)
+    return prev * num + (cur + k - 1) * w < limit * w
   end
-  return f, 1 - (t - f * window) / window, p, c, w
-end
-
-local function fits(base, c, k) return base + (c + k - 1) < limit end
-
-local function remaining(base, c)
-  local k = ceil(limit - base - c)
-  if not (k > 0) then k = 0 end
-  if k > limit then k = limit end
-  if k > 0 and not fits(base, c, k) then
-    k = k - 1
-  elseif k < limit and fits(base, c, k + 1) then
-    k = k + 1
+  counterRemaining = function(limit, w, prev, num, cur)
+    local k = floor(((limit - cur + 1) * w - prev * num - 1) / w)
+    if k < 0 then return 0 end
+    if k > limit then return limit end
+    return k
   end
-  return k
-end
-
-local function decide(key, cost)
-  local s = redis.call('HMGET', key, 'p', 'c', 'w')
-  local prev, cur, win = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3])
-  if win == nil then win = floor(now / window) end
-  local p0, c0, w0 = prev, cur, win
-  local wf, weight
-  wf, weight, prev, cur, win = roll(now, prev, cur, win)
-  local base = prev * weight
-  local allowed = cost <= 0 or fits(base, cur, cost)
-  if allowed and cost > 0 then cur = cur + cost end
-  local reset, retry = 0, 0
-  if cur > 0 then
-    reset = (wf + 2) * window - now
-  elseif prev > 0 then
-    reset = (wf + 1) * window - now
+  -- firstFit is the first µs at which cost fits, from window wf (whose
+  -- counts are prev and cur) on.
+  firstFit = function(limit, w, prev, cur, wf, cost)
+    local t0 = wf * w
+    if now > t0 then t0 = now end
+    local counts = {{prev, cur}, {cur, 0}}
+    for i = 1, 2 do
+      local p, c = counts[i][1], counts[i][2]
+      -- fits at u µs into the window: p·(w − u) < room·w
+      local room = limit - c - cost + 1
+      local u = w
+      if p == 0 then
+        if room > 0 then u = 0 end
+      elseif p < room then
+        u = 0
+      else
+        u = floor(w * (p - room) / p) + 1
+      end
+      local t = (wf + i - 1) * w + u
+      if t < t0 then t = t0 end
+      if u < w and t < (wf + i) * w then return t - now end
+    end
+    return (wf + 2) * w - now
   end
-  if prev ~= p0 or cur ~= c0 or win ~= w0 then
+  counterCheck = function(k, p, cost)
+    local key = KEYS[k]
+    local limit, w = X1[p], X2[p]
+    local s = read('HMGET', key, 'p', 'c', 'w') or {}
+    local prev, cur, win = tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3])
+    if win == nil then win = floor(now / w) end
+    local p0, c0, w0 = prev, cur, win
+    local wf, num
+    wf, num, prev, cur, win = roll(now, w, prev, cur, win)
+    local allowed = cost <= 0 or fits(limit, w, prev, num, cur, cost)
+    local after = cur
+    if allowed and cost > 0 then after = cur + cost end
+    local reset, retry = 0, 0
+    if after > 0 then
+      reset = (wf + 2) * w - now
+    elseif prev > 0 then
+      reset = (wf + 1) * w - now
+    end
+    if not allowed then
+      retry = NEVER
+      if cost <= limit then retry = firstFit(limit, w, prev, cur, wf, cost) end
+    end
+    local changed = prev ~= p0 or cur ~= c0 or win ~= w0
+    return allowed, counterRemaining(limit, w, prev, num, after), reset, retry, 0, prev, cur, win, changed
+  end
+  counterCommit = function(k, p, cost, spend, prev, cur, win, changed)
+    local key = KEYS[k]
+    if spend and cost > 0 then cur, changed = cur + cost, true end
+    if not changed then return end
     if prev > 0 or cur > 0 then
+      local w = X2[p]
+      local wf = floor(now / w)
+      if win > wf then wf = win end
+      local reset = (wf + 1) * w - now
+      if cur > 0 then reset = reset + w end
       redis.call('HSET', key, 'p', prev, 'c', cur, 'w', win)
       redis.call('PEXPIRE', key, ttl(reset))
     else
       redis.call('DEL', key)
     end
   end
-  if not allowed then
-    retry = INF
-    if cost <= limit then
-      local room = limit - (cur + cost - 1)
-      local at
-      if room > 0 and prev > 0 then
-        at = wf * window + window * (1 - room / prev)
+end
+
+-- Sliding log: one member per admitted unit.
+if NEED[5] then
+  logCheck = function(k, p, cost)
+    local key = KEYS[k]
+    local limit, w = X1[p], X2[p]
+    local top = read('ZRANGE', key, -1, -1, 'WITHSCORES') or {}
+    local at, newest = now, nil
+    if top[2] then
+      newest = tonumber(top[2])
+      if at < newest then at = newest end
+    end
+    local cut = at - w
+    local n = 0
+    if newest ~= nil then
+      if newest <= cut then
+        redis.call('DEL', key)
+        newest = nil
       else
-        at = (wf + 1) * window
-        if cur > 0 then
-          local q = (limit - (cost - 1)) / cur
-          if q < 1 then at = at + window * (1 - q) end
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', cut)
+        n = redis.call('ZCARD', key)
+      end
+    end
+    local allowed = cost <= 0 or n + cost <= limit
+    local after, last = n, newest
+    if allowed and cost > 0 then after, last = n + cost, at end
+    local reset, retry = 0, 0
+    if after > 0 then reset = last + w - now end
+    if not allowed then
+      retry = NEVER
+      if cost <= limit then
+        local k = n + cost - limit
+        retry = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2]) + w - now
+      end
+    end
+    local room = limit - after
+    if room < 0 then room = 0 end
+    return allowed, room, reset, retry, 0, at, n, newest
+  end
+  logCommit = function(k, p, cost, spend, at, n, newest)
+    local key = KEYS[k]
+    if spend and cost > 0 then
+      local member = fmt('%d/', at)
+      local args, j = {}, 0
+      for i = 1, cost do
+        args[j + 1] = at
+        args[j + 2] = member .. (n + i)
+        j = j + 2
+        if j >= 1000 or i == cost then
+          redis.call('ZADD', key, unpack(args, 1, j))
+          j = 0
         end
       end
-      local sp, sc, sw = prev, cur, win
-      retry = settle(at - now, function(t)
-        local _, w, p, c = roll(t, sp, sc, sw)
-        return fits(p * w, c, cost)
-      end)
+      newest = at
     end
+    if newest ~= nil then redis.call('PEXPIRE', key, ttl(newest + X2[p] - now)) end
   end
-  return allowed, remaining(base, cur), retry, reset
 end
-`
 
-// slidingLogBody: P1 limit, P2 window (seconds). State: a sorted set of
-// admitted timestamps (score = time; member = "time/i" with the time's 17
-// significant digits, unique: i is one more than the entries left after
-// trimming, and entries sharing a time were all added after the last trim
-// that could remove any of them).
-const slidingLogBody = `
-local limit, window = P1, P2
+-- By ratelimit.Algorithm: 1 token bucket, 2 leaky meter, 3 leaky queue,
+-- 4 fixed window, 5 sliding log, 6 sliding window counter, 7 GCRA.
+local CHECK = {tbCheck, meterCheck, queueCheck, windowCheck, logCheck, counterCheck, gcraCheck}
+local COMMIT = {tbCommit, meterCommit, queueCommit, windowCommit, logCommit, counterCommit, gcraCommit}
 
-local function decide(key, cost)
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local at, newest = now, nil
-  if top[2] then
-    newest = tonumber(top[2])
-    if at < newest then at = newest end
-  end
-  local cut = at - window
-  local n = 0
-  if newest ~= nil then
-    if newest <= cut then
-      redis.call('DEL', key)
-    else
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', cut)
-      n = redis.call('ZCARD', key)
+local out, o = {now}, 1
+local first = 4 + np * 6
+local nk = #KEYS
+local k = 1
+local OK, RM, RS, RT, DL, W1, W2, W3, W4, C, P -- a request of several items
+while k <= nk do
+  local v = tonumber(ARGV[first + k - 1])
+  local p = v % 16
+  v = (v - p) / 16
+  p = p + 1
+  local flags = v % 4
+  local cost = (v - flags) / 4
+  if flags < 2 then
+    local alg = PA[p]
+    local allowed, rem, reset, retry, delay, w1, w2, w3, w4 = CHECK[alg](k, p, cost)
+    COMMIT[alg](k, p, cost, allowed, w1, w2, w3, w4)
+    if allowed then out[o + 1] = 1 + 2 * rem else out[o + 1] = 2 * rem end
+    out[o + 2], out[o + 3] = reset, retry
+    o = o + 3
+    if alg == 3 then
+      out[o + 1] = delay
+      o = o + 1
     end
-  end
-  local allowed = cost <= 0 or n + cost <= limit
-  if allowed and cost > 0 then
-    local member = string.format('%.17g', at) .. '/'
-    local args, j = {}, 0
-    for i = 1, cost do
-      args[j + 1] = at
-      args[j + 2] = member .. (n + i)
-      j = j + 2
-      if j >= 1000 or i == cost then
-        redis.call('ZADD', key, unpack(args, 1, j))
-        j = 0
+    k = k + 1
+  else
+    if not OK then OK, RM, RS, RT, DL, W1, W2, W3, W4, C, P = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} end
+    local j, refused, more = k, false, true
+    while more do
+      if j > k then
+        v = tonumber(ARGV[first + j - 1])
+        p = v % 16
+        v = (v - p) / 16
+        p = p + 1
+        flags = v % 4
+        cost = (v - flags) / 4
+      end
+      more = flags >= 2
+      OK[j], RM[j], RS[j], RT[j], DL[j], W1[j], W2[j], W3[j], W4[j] = CHECK[PA[p]](j, p, cost)
+      C[j], P[j] = cost, p
+      if not OK[j] and flags % 2 == 0 then refused = true end
+      j = j + 1
+    end
+    for i = k, j - 1 do
+      local alg = PA[P[i]]
+      COMMIT[alg](i, P[i], C[i], OK[i] and not refused, W1[i], W2[i], W3[i], W4[i])
+      if OK[i] then out[o + 1] = 1 + 2 * RM[i] else out[o + 1] = 2 * RM[i] end
+      out[o + 2], out[o + 3] = RS[i], RT[i]
+      o = o + 3
+      if alg == 3 then
+        out[o + 1] = DL[i]
+        o = o + 1
       end
     end
-    n, newest = n + cost, at
+    k = j
   end
-  local reset, retry = 0, 0
-  if n > 0 then
-    reset = newest + window - now
-    redis.call('PEXPIRE', key, ttl(reset))
-  end
-  if not allowed then
-    retry = INF
-    if cost <= limit then
-      local k = n + cost - limit
-      local ts = tonumber(redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')[2])
-      local nb = newest
-      retry = settle(ts + window - now, function(t)
-        if t < nb then t = nb end
-        return ts <= t - window
-      end)
-    end
-  end
-  return allowed, limit - n, retry, reset
 end
+return out
 `
 
-// script is one algorithm's Lua source and its SHA-1 (the EVALSHA digest).
+// script is the Lua source and its SHA-1 (the EVALSHA digest).
 type script struct {
 	src string
 	sha string
 }
 
-func newScript(body string) script {
-	src := prelude + body + epilogue
+func newScript(src string) script {
 	sum := sha1.Sum([]byte(src))
 	return script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-// scripts holds each algorithm's script, indexed by ratelimit.Algorithm.
-var scripts = [...]script{
-	ratelimit.AlgTokenBucket:    newScript(tokenBucketBody),
-	ratelimit.AlgLeakyMeter:     newScript(leakyMeterBody),
-	ratelimit.AlgLeakyQueue:     newScript(leakyQueueBody),
-	ratelimit.AlgFixedWindow:    newScript(fixedWindowBody),
-	ratelimit.AlgSlidingLog:     newScript(slidingLogBody),
-	ratelimit.AlgSlidingCounter: newScript(slidingCounterBody),
-	ratelimit.AlgGCRA:           newScript(gcraBody),
-}
+// theScript decides every algorithm.
+var theScript = newScript(decideScript)

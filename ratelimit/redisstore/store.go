@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,44 +170,28 @@ type Stats struct {
 	Errors     uint64 // calls answered with an error (Redis, network, deadline, closed)
 	Abandoned  uint64 // calls whose caller gave up before an answer (timeout or ctx)
 	QueueFull  uint64 // calls refused with ErrQueueFull
-	RoundTrips uint64 // pipelines sent, NOSCRIPT retries included
-	Reloads    uint64 // pipelines re-sent with EVAL after NOSCRIPT
+	RoundTrips uint64 // pipelines that carried the Store's decisions, NOSCRIPT retries included
+	Reloads    uint64 // of those, pipelines re-sent with EVAL after NOSCRIPT
 }
 
 // Store decides requests for one rule on Redis. It implements
 // ratelimit.Keyed and is safe for concurrent use; see the package doc.
 type Store struct {
 	// immutable after New
-	client  redis.UniversalClient
-	script  script
+	eng     *engine
 	spec    ratelimit.Spec
+	ticks   ruleTicks
 	head    string // Prefix + ":{"
 	tail    string // "}:" + Rule
 	rule    string // Config.Rule
 	timeout time.Duration
-	margin  any     // TTL margin in ms, a string boxed once
 	base    *params // the rule's own script parameters (scale 1)
-	batch   int
-	// grouping says which decisions may share a script call (by the
-	// client's type); maxUnits, if positive, bounds the units of cost in
-	// one script call for the algorithms whose scripts loop per unit.
-	grouping grouping
-	maxUnits int
-	// callerClock makes the scripts use AllowN's now instead of Redis
-	// TIME; set only by this package's tests.
-	callerClock bool
 
-	queue chan *call
-	pool  sync.Pool // of *call
-
-	ctx       context.Context // the round trips' parent, cancelled by Close
-	cancel    context.CancelFunc
-	stop      chan struct{}
 	closed    atomic.Bool
 	closeOnce sync.Once
-	wg        sync.WaitGroup
 
 	decisions, errs, abandoned, queueFull, roundTrips, reloads atomic.Uint64
+	queued                                                     atomic.Int64 // items waiting for a worker
 
 	// load awareness (see scaled.go)
 	curves   []ratelimit.ClassCurve // immutable, at least one
@@ -224,21 +207,28 @@ var _ ratelimit.Keyed = (*Store)(nil)
 // New returns a Store enforcing spec on client under cfg and starts its
 // Workers goroutines (stop them with Close). It does not talk to Redis:
 // the script is loaded by the first decision (or by Load). It returns an
-// error wrapping ratelimit.ErrInvalidLimit for a bad spec and ErrConfig for
-// a bad cfg, naming the field.
+// error wrapping ratelimit.ErrInvalidLimit for a bad spec (or one the
+// scripts cannot hold in exact integers: see the package doc) and
+// ErrConfig for a bad cfg, naming the field.
 func New(client redis.UniversalClient, spec ratelimit.Spec, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: client is nil", ErrConfig)
 	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return storeOn(newEngine(client, cfg), spec, cfg)
+}
+
+// storeOn returns a Store on eng (whose workers it keeps running until
+// Close), for a cfg with defaults filled in and validated.
+func storeOn(eng *engine, spec ratelimit.Spec, cfg Config) (*Store, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	if spec.Algorithm == 0 {
 		spec.Algorithm = ratelimit.AlgGCRA
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
 	}
 	if spec.Algorithm.Bucket() {
 		l := spec.Limit()
@@ -252,57 +242,30 @@ func New(client redis.UniversalClient, spec ratelimit.Spec, cfg Config) (*Store,
 			return nil, fmt.Errorf("%w: Rate must be at most %d for the %s on Redis, got %d", ratelimit.ErrInvalidLimit, MaxEntries, spec.Algorithm, q.Limit)
 		}
 	}
+	tk, err := newRuleTicks(spec)
+	if err != nil {
+		return nil, err
+	}
 	curves := []ratelimit.ClassCurve{{Low: 0, High: 1}}
 	if len(cfg.Classes) > 0 {
 		curves = slices.Clone(cfg.Classes)
 	}
 	s := &Store{
-		client:   client,
-		script:   scripts[spec.Algorithm],
+		eng:      eng,
 		spec:     spec,
+		ticks:    tk,
 		head:     cfg.Prefix + ":{",
 		tail:     "}:" + cfg.Rule,
 		rule:     cfg.Rule,
 		timeout:  time.Duration(cfg.Timeout * float64(time.Second)),
-		margin:   strconv.FormatInt(int64(math.Ceil(cfg.TTLMargin*1000)), 10),
-		base:     newParams(spec, 1),
-		batch:    cfg.MaxBatch,
-		queue:    make(chan *call, cfg.QueueSize),
-		stop:     make(chan struct{}),
+		base:     newParams(spec, tk, 1),
 		curves:   curves,
 		health:   cfg.Health,
 		interval: cfg.HealthInterval,
 	}
 	s.publish(s.fullScales())
-	switch client.(type) {
-	case *redis.Client: // standalone, or Sentinel's master
-		s.grouping = groupAll
-	case *redis.ClusterClient:
-		s.grouping = groupSlot
-	default:
-		s.grouping = groupTag
-	}
-	if spec.Algorithm == ratelimit.AlgLeakyQueue || spec.Algorithm == ratelimit.AlgSlidingLog {
-		s.maxUnits = maxScriptUnits
-	}
-	s.pool.New = newCall
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Add(cfg.Workers)
-	for range cfg.Workers {
-		go s.work()
-	}
+	eng.acquire()
 	return s, nil
-}
-
-// luaNumber formats x for a script's tonumber: the shortest decimal that
-// reads back exactly, with a '.' in the mantissa of an exponent form
-// ("1.0e-08", not "1e-08", which the Lua of miniredis cannot read).
-func luaNumber(x float64) string {
-	s := strconv.FormatFloat(x, 'g', -1, 64)
-	if i := strings.IndexByte(s, 'e'); i >= 0 && !strings.Contains(s[:i], ".") {
-		s = s[:i] + ".0" + s[i:]
-	}
-	return s
 }
 
 // Spec returns the limit the Store enforces (zero fields filled in).
@@ -337,7 +300,7 @@ func (s *Store) tagOf(key string) string {
 // Cluster client). Optional: a decision whose EVALSHA finds no script
 // falls back to EVAL, which loads it.
 func (s *Store) Load(ctx context.Context) error {
-	if err := s.client.ScriptLoad(ctx, s.script.src).Err(); err != nil {
+	if err := s.eng.client.ScriptLoad(ctx, theScript.src).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
 	}
 	return nil
@@ -372,84 +335,60 @@ func (s *Store) AllowN(ctx context.Context, key string, now float64, cost int) (
 // class is answered at once, without a round trip: refused with RetryAfter
 // = the rule's Per, or allowed for a query (cost ≤ 0).
 func (s *Store) AllowClassN(ctx context.Context, key string, class int, now float64, cost int) (ratelimit.Decision, error) {
+	par, err := s.prepare(ctx, class, now)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	if par == nil {
+		return s.closedDecision(cost), nil
+	}
+	c := s.eng.pool.Get().(*call)
+	c.now = now
+	c.add(s, par, key, cost, false)
+	if err := s.eng.do(ctx, c, s.timeout); err != nil {
+		s.countFailed(err)
+		return ratelimit.Decision{}, err
+	}
+	d, err := c.items[0].d, c.items[0].err
+	s.eng.put(c)
+	return d, err
+}
+
+// countFailed counts a call of the Store that engine.do did not get
+// answered: refused at once (queue full) or abandoned by its caller.
+func (s *Store) countFailed(err error) {
+	if errors.Is(err, ErrQueueFull) {
+		s.queueFull.Add(1)
+	} else {
+		s.abandoned.Add(1)
+	}
+}
+
+// prepare checks that a decision of class may go to Redis at now and
+// returns its parameters: nil for a closed class.
+func (s *Store) prepare(ctx context.Context, class int, now float64) (*params, error) {
 	if s.closed.Load() {
-		return ratelimit.Decision{}, ErrClosed
+		return nil, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
 	}
 	if s.health != nil {
 		s.poll(now)
 	}
-	par := s.pub.Load().params(class)
-	if par == nil {
-		return s.closedDecision(cost), nil
-	}
-	c := s.pool.Get().(*call)
-	c.prepare(s, key, now, cost)
-	c.par = par
-	wait := s.timeout
-	c.deadline = time.Now().Add(wait)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(c.deadline) {
-		c.deadline = dl
-	}
-	select {
-	case s.queue <- c:
-	default:
-		s.pool.Put(c)
-		s.queueFull.Add(1)
-		return ratelimit.Decision{}, ErrQueueFull
-	}
-	c.timer.Reset(wait)
-	select {
-	case <-c.done:
-		c.timer.Stop()
-		return s.finish(c)
-	case <-c.timer.C:
-		return s.abandon(c, ErrTimeout)
-	case <-ctx.Done():
-		c.timer.Stop()
-		return s.abandon(c, fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, ctx.Err()))
-	}
+	return s.pub.Load().params(class), nil
 }
 
-// finish returns an answered call's result and recycles the call.
-func (s *Store) finish(c *call) (ratelimit.Decision, error) {
-	d, err := c.d, c.err
-	c.d, c.err = ratelimit.Decision{}, nil
-	s.pool.Put(c)
-	return d, err
-}
-
-// abandon gives up on c unless its answer has just arrived. An abandoned
-// call is skipped by the workers if not sent yet, and is not recycled.
-func (s *Store) abandon(c *call, err error) (ratelimit.Decision, error) {
-	if c.state.CompareAndSwap(callPending, callAbandoned) {
-		s.abandoned.Add(1)
-		return ratelimit.Decision{}, err
-	}
-	<-c.done // answered: the send follows the state change at once
-	return s.finish(c)
-}
-
-// Close stops the workers, waiting for the pipelines out (at most about
-// Config.Timeout), and fails the decisions still queued with ErrClosed.
-// Later calls of AllowN fail with ErrClosed. It does not close the client.
-// Close is idempotent and always returns nil.
+// Close stops the workers of a Store made by New, waiting for the
+// pipelines out (at most about Config.Timeout), and fails the decisions
+// still queued with ErrClosed; a Store of a Stores leaves the shared
+// workers to the Stores' other open stores. Later calls of AllowN fail with
+// ErrClosed. It does not close the client. Close is idempotent and always
+// returns nil.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		close(s.stop)
-		s.cancel()
-		s.wg.Wait()
-		for {
-			select {
-			case c := <-s.queue:
-				s.fail(c, ErrClosed)
-			default:
-				return
-			}
-		}
+		s.eng.release()
 	})
 	return nil
 }

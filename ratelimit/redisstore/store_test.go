@@ -362,7 +362,7 @@ func TestQueueFull(t *testing.T) {
 	go call() // taken by the worker, which then hangs on the server
 	waitFor("the worker to write to the server", func() bool { return bh.bytesRead() > 0 })
 	go call() // waits in the queue
-	waitFor("the queue to fill", func() bool { return len(st.queue) == 1 })
+	waitFor("the queue to fill", func() bool { return len(st.eng.queue) == 1 })
 	start := time.Now()
 	if _, err := st.AllowN(context.Background(), "k", 0, 1); !errors.Is(err, ErrQueueFull) || !errors.Is(err, ratelimit.ErrStoreUnavailable) {
 		t.Fatalf("third call: %v, want ErrQueueFull", err)
@@ -391,22 +391,34 @@ func TestQueueFull(t *testing.T) {
 }
 
 func TestParseReplyRejectsMalformed(t *testing.T) {
-	for i, v := range [][]interface{}{
-		nil,
-		{int64(1), int64(2), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)},
-		{"1", int64(2), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)},
-		{int64(1), int64(2), int64(0), int64(0), "0", int64(0), int64(0), int64(0), int64(0), int64(0)},
-		{int64(1), int64(2), int64(1) << 60, int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)},
-		{int64(1), int64(2), int64(1), int64(5000), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)},
+	gcraPar := &params{alg: ratelimit.AlgGCRA, d: 3, perS: 3e6}
+	queuePar := &params{alg: ratelimit.AlgLeakyQueue, d: 1, perS: 1e6}
+	for i, tc := range []struct {
+		p *params
+		v []int64
+	}{
+		{gcraPar, nil},
+		{gcraPar, []int64{1, 2}},
+		{gcraPar, []int64{1, 2, 3, 4}},
+		{gcraPar, []int64{-1, 2, 3}},
+		{gcraPar, []int64{1, -2, 3}},
+		{gcraPar, []int64{0, 2, -2}},
+		{queuePar, []int64{1, 2, 0}},
+		{queuePar, []int64{1, 2, 0, -5}},
+		{queuePar, []int64{0, 2, 7, 5}},
 	} {
-		if _, err := parseReply(v); !errors.Is(err, errReply) {
+		if _, err := parseReply(tc.p, 1000, tc.v); !errors.Is(err, errReply) {
 			t.Errorf("case %d: %v, want errReply", i, err)
 		}
 	}
-	// 2.5 = (5·2^50)·2^(2−53); 0.1 is 0x1.999999999999ap-4 = 0x1999999999999a·2^(−3−53).
-	d, err := parseReply([]interface{}{int64(0), int64(3), int64(1), int64(infExp), int64(5) << 50, int64(2),
-		int64(0x1999999999999a), int64(-3), int64(-5) << 50, int64(2)})
-	if err != nil || d.Allowed || d.Remaining != 3 || !math.IsInf(d.RetryAfter, 1) || d.Reset != 2.5 || d.Delay != 0.1 || d.Start != -2.5 {
+	// Refused, Remaining 3, Reset 3 ticks = 1 µs, never.
+	d, err := parseReply(gcraPar, 1000, []int64{6, 3, -1})
+	if err != nil || d.Allowed || d.Remaining != 3 || !math.IsInf(d.RetryAfter, 1) || d.Reset != 1e-6 || d.Delay != 0 {
+		t.Fatalf("parseReply: %+v, %v", d, err)
+	}
+	// Allowed, Remaining 2, Reset 250 ms, a delay of 100 ms from 7 s.
+	d, err = parseReply(queuePar, 7_000_000, []int64{5, 250_000, 0, 100_000})
+	if err != nil || !d.Allowed || d.Remaining != 2 || d.RetryAfter != 0 || d.Reset != 0.25 || d.Delay != 0.1 || d.Start != 7.1 {
 		t.Fatalf("parseReply: %+v, %v", d, err)
 	}
 }
@@ -421,41 +433,78 @@ func TestClusterSlot(t *testing.T) {
 	}
 }
 
-// TestSplit: decisions that may not share a script call (other slot or
-// hash tag, another caller-clock instant, too many units for a looping
-// script) go to separate chunks; the rest share one.
-func TestSplit(t *testing.T) {
-	mk := func(tag string, slot uint16, cost int, now float64) *call {
-		return &call{tag: tag, slot: slot, cost: cost, now: now}
+// TestSplitCut: the items that may not share a script call (another slot
+// or hash tag, another caller-clock instant, too many units for a looping
+// script, too many parameter sets) go to separate chunks; the rest share
+// one; a request of several rules is one part per slot (tag).
+func TestSplitCut(t *testing.T) {
+	gcraPar := &params{alg: ratelimit.AlgGCRA}
+	logPar := &params{alg: ratelimit.AlgSlidingLog, units: true}
+	type it struct {
+		tag  string
+		slot uint16
+		cost int
+		par  *params
+	}
+	mk := func(now float64, items ...it) *call {
+		c := newCall().(*call)
+		c.now = now
+		for i, x := range items {
+			c.items = append(c.items, item{tag: x.tag, slot: x.slot, cost: x.cost, par: x.par, idx: uint16(i)})
+		}
+		return c
+	}
+	g := func(tag string, slot uint16) it { return it{tag, slot, 1, gcraPar} }
+	many := make([]*call, maxParams+1)
+	for i := range many {
+		many[i] = mk(0, it{"a", 0, 1, &params{alg: ratelimit.AlgGCRA}})
 	}
 	cases := []struct {
-		name  string
-		s     *Store
-		calls []*call
-		want  []chunk
+		name      string
+		e         *engine
+		calls     []*call
+		parts     int
+		wantParts []int // items per part
+		want      []chunk
 	}{
-		{"standalone: one chunk", &Store{grouping: groupAll},
-			[]*call{mk("a", 1, 1, 0), mk("b", 2, 1, 0), mk("a", 1, 1, 0)}, []chunk{{0, 3}}},
-		{"cluster: by slot", &Store{grouping: groupSlot},
-			[]*call{mk("a", 7, 1, 0), mk("b", 2, 1, 0), mk("c", 7, 1, 0)}, []chunk{{0, 1}, {1, 3}}},
-		{"ring: by tag", &Store{grouping: groupTag},
-			[]*call{mk("b", 0, 1, 0), mk("a", 0, 1, 0), mk("b", 0, 1, 0)}, []chunk{{0, 1}, {1, 3}}},
-		{"caller clock: by now", &Store{grouping: groupAll, callerClock: true},
-			[]*call{mk("a", 0, 1, 1), mk("a", 0, 1, 1), mk("a", 0, 1, 2)}, []chunk{{0, 2}, {2, 3}}},
-		{"looping script: by units", &Store{grouping: groupAll, maxUnits: 10},
-			[]*call{mk("a", 0, 4, 0), mk("a", 0, 6, 0), mk("a", 0, 0, 0), mk("a", 0, 30, 0), mk("a", 0, 1, 0)},
-			[]chunk{{0, 2}, {2, 3}, {3, 4}, {4, 5}}},
+		{"standalone: one chunk", &engine{grouping: groupAll},
+			[]*call{mk(0, g("a", 1)), mk(0, g("b", 2), g("c", 3)), mk(0, g("a", 1))}, 3, []int{1, 2, 1}, []chunk{{0, 3}}},
+		{"cluster: by slot", &engine{grouping: groupSlot},
+			[]*call{mk(0, g("a", 7)), mk(0, g("b", 2)), mk(0, g("c", 7))}, 3, []int{1, 1, 1}, []chunk{{0, 1}, {1, 3}}},
+		{"cluster: a request split by slot", &engine{grouping: groupSlot},
+			[]*call{mk(0, g("a", 7), g("b", 2), g("c", 7))}, 2, []int{1, 2}, []chunk{{0, 1}, {1, 2}}},
+		{"ring: by tag", &engine{grouping: groupTag},
+			[]*call{mk(0, g("b", 0)), mk(0, g("a", 0)), mk(0, g("b", 0))}, 3, []int{1, 1, 1}, []chunk{{0, 1}, {1, 3}}},
+		{"caller clock: by now", &engine{grouping: groupAll, callerClock: true},
+			[]*call{mk(1, g("a", 0)), mk(1, g("a", 0)), mk(2, g("a", 0))}, 3, []int{1, 1, 1}, []chunk{{0, 2}, {2, 3}}},
+		{"looping script: by units", &engine{grouping: groupAll},
+			[]*call{mk(0, it{"a", 0, 4000, logPar}), mk(0, it{"a", 0, 96, logPar}), mk(0, it{"a", 0, 0, logPar}),
+				mk(0, it{"a", 0, 9000, logPar}), mk(0, it{"a", 0, 5, gcraPar})},
+			5, []int{1, 1, 1, 1, 1}, []chunk{{0, 2}, {2, 3}, {3, 5}}},
+		{"parameter sets", &engine{grouping: groupAll}, many, len(many), nil, []chunk{{0, maxParams}, {maxParams, maxParams + 1}}},
 	}
 	for _, tc := range cases {
-		got := tc.s.split(tc.calls, nil)
+		parts := tc.e.split(tc.calls, nil)
+		if len(parts) != tc.parts {
+			t.Errorf("%s: %d parts, want %d", tc.name, len(parts), tc.parts)
+			continue
+		}
+		for i, n := range tc.wantParts {
+			if got := parts[i].hi - parts[i].lo; got != n {
+				t.Errorf("%s: part %d has %d items, want %d", tc.name, i, got, n)
+			}
+		}
+		got := tc.e.cut(parts, nil)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: chunks %v, want %v", tc.name, got, tc.want)
 		}
 		for _, ch := range got {
-			first := tc.calls[ch.lo]
-			for _, c := range tc.calls[ch.lo:ch.hi] {
-				if (tc.s.grouping == groupSlot && c.slot != first.slot) || (tc.s.grouping == groupTag && c.tag != first.tag) {
-					t.Errorf("%s: chunk %v mixes groups", tc.name, ch)
+			first := parts[ch.lo].c.items[parts[ch.lo].lo]
+			for _, p := range parts[ch.lo:ch.hi] {
+				for _, x := range p.c.items[p.lo:p.hi] {
+					if tc.e.compareItems(first, x) != 0 {
+						t.Errorf("%s: chunk %v mixes groups", tc.name, ch)
+					}
 				}
 			}
 		}
@@ -469,8 +518,8 @@ func TestRing(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": be.addr, "b": be.addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { ring.Close() })
 	st := newStore(t, ring, ratelimit.Spec{Rate: 10, Per: 1e9}, Config{Rule: "ring", Prefix: testPrefix(t), Timeout: 10})
-	if st.grouping != groupTag {
-		t.Fatalf("grouping %d for a Ring, want groupTag", st.grouping)
+	if st.eng.grouping != groupTag {
+		t.Fatalf("grouping %d for a Ring, want groupTag", st.eng.grouping)
 	}
 	var next, admitted, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -489,5 +538,49 @@ func TestRing(t *testing.T) {
 	wg.Wait()
 	if failed.Load() != 0 || admitted.Load() != 100 {
 		t.Fatalf("admitted %d with %d errors, want 100 (10 keys × 10) and none", admitted.Load(), failed.Load())
+	}
+}
+
+// TestKeyOfAnotherType: a key holding another algorithm's state (a rule
+// whose algorithm changed under the same id) reads as empty and is
+// replaced, instead of failing the decisions it is batched with.
+func TestKeyOfAnotherType(t *testing.T) {
+	be := testBackend(t)
+	client := newClient(t, be.addr)
+	ctx := context.Background()
+	specs := []ratelimit.Spec{
+		{Algorithm: ratelimit.AlgGCRA, Rate: 5, Per: 1000},
+		{Algorithm: ratelimit.AlgTokenBucket, Rate: 5, Per: 1000},
+		{Algorithm: ratelimit.AlgLeakyMeter, Rate: 5, Per: 1000},
+		{Algorithm: ratelimit.AlgLeakyQueue, Rate: 5, Per: 1000},
+		{Algorithm: ratelimit.AlgFixedWindow, Rate: 5, Per: 1000},
+		{Algorithm: ratelimit.AlgSlidingLog, Rate: 5, Per: 1000},
+		{Algorithm: ratelimit.AlgSlidingCounter, Rate: 5, Per: 1000},
+	}
+	for _, spec := range specs {
+		for _, other := range []string{"string", "hash", "zset"} {
+			prefix := testPrefix(t)
+			st := newStore(t, client, spec, Config{Rule: "changed", Prefix: prefix, Timeout: 5})
+			key := st.RedisKey("k")
+			switch other {
+			case "string":
+				must(t, client.Set(ctx, key, "garbage", time.Minute).Err())
+			case "hash":
+				must(t, client.HSet(ctx, key, "x", "1").Err())
+			case "zset":
+				must(t, client.ZAdd(ctx, key, redis.Z{Score: 1, Member: "m"}).Err())
+			}
+			fresh := newStore(t, client, ratelimit.Spec{Rate: 5, Per: 1000}, Config{Rule: "fresh", Prefix: prefix, Timeout: 5})
+			calls := []*call{testCall(fresh, nil, "k", 0, 1), testCall(st, nil, "k", 0, 1), testCall(fresh, nil, "k", 0, 1)}
+			sendBatch(st.eng, calls)
+			for i, c := range calls {
+				if it := c.items[0]; it.err != nil || !it.d.Allowed {
+					t.Errorf("%s over a %s: call %d: %+v, %v", spec.Algorithm.Name(), other, i, it.d, it.err)
+				}
+			}
+			if d, err := st.AllowN(ctx, "k", 0, 1); err != nil || !d.Allowed || d.Remaining > 4 {
+				t.Errorf("%s over a %s, then again: %+v, %v; want its own state", spec.Algorithm.Name(), other, d, err)
+			}
+		}
 	}
 }

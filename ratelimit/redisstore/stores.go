@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -140,8 +141,11 @@ type LeaseOptions struct {
 // the stores its rules stop using, and all of them at Close) or until
 // Stores.Close. Safe for concurrent use.
 type Stores struct {
-	client redis.UniversalClient // immutable
-	cfg    StoresConfig          // immutable, defaults filled
+	client  redis.UniversalClient // immutable
+	cfg     StoresConfig          // immutable, defaults filled
+	eng     *engine               // immutable: the rule stores' shared queue and workers
+	timeout time.Duration         // immutable: cfg.Store.Timeout, one joint decision's wait
+	pool    sync.Pool             // of *jointScratch
 
 	mu        sync.Mutex
 	open      map[*RuleStore]struct{} // guarded by mu: stores not closed yet
@@ -208,7 +212,11 @@ func NewStores(client redis.UniversalClient, cfg StoresConfig) (*Stores, error) 
 			}
 		}
 	}
-	return &Stores{client: client, cfg: cfg, open: map[*RuleStore]struct{}{}}, nil
+	st := cfg.Store.withDefaults()
+	s := &Stores{client: client, cfg: cfg, eng: newEngine(client, st), open: map[*RuleStore]struct{}{},
+		timeout: time.Duration(st.Timeout * float64(time.Second))}
+	s.pool.New = func() any { return new(jointScratch) }
+	return s, nil
 }
 
 // nopKeyed stands in for a global store while a lease configuration is
@@ -243,7 +251,11 @@ func (s *Stores) build(r rules.Rule) (*RuleStore, error) {
 	}
 	cfg := s.cfg.Store
 	cfg.Rule = r.ID
-	st, err := New(s.client, r.Spec, cfg)
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	st, err := storeOn(s.eng, r.Spec, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +300,7 @@ func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
 	if s.cfg.Class != nil {
 		class = s.cfg.Class(r)
 	}
+	rs.class = class
 	var global = inClass(rs.redis, class)
 	if lc, ok := s.leaseConfig(r); ok {
 		if lo := s.cfg.Lease; lo.HotKeys != nil {
@@ -321,7 +334,8 @@ func (s *Stores) wrap(rs *RuleStore, r *rules.Rule) error {
 		if err != nil {
 			return fmt.Errorf("local tier: %w", err)
 		}
-		t, err := ratelimit.NewTiered(inClass(m, class), g)
+		rs.localK = inClass(m, class)
+		t, err := ratelimit.NewTiered(rs.localK, g)
 		if err != nil {
 			return err
 		}
@@ -444,13 +458,21 @@ type RuleStore struct {
 	lease *ratelimit.Leased       // immutable; nil without leasing
 	hot   *ratelimit.HeavyHitters // immutable; nil unless leasing hot keys only
 	local *ratelimit.Memory       // immutable; nil without a local tier
-	owner *Stores                 // immutable
+	// localK is the local tier in the rule's class; nil without one.
+	localK ratelimit.Keyed
+	class  int     // immutable: the rule's load class
+	owner  *Stores // immutable
 }
 
 var (
-	_ ratelimit.Keyed = (*RuleStore)(nil)
-	_ io.Closer       = (*RuleStore)(nil)
+	_ ratelimit.JointKeyed = (*RuleStore)(nil)
+	_ io.Closer            = (*RuleStore)(nil)
+	_ ratelimit.Joint      = (*Stores)(nil)
 )
+
+// Joint returns the Stores that made rs: it decides the requests of all
+// its rule stores together (see Stores.AllowJoint).
+func (rs *RuleStore) Joint() ratelimit.Joint { return rs.owner }
 
 // AllowN decides a request through the layers; see Stores. Redis decides
 // on its own clock; now drives the breaker, the leases, the floor and the
