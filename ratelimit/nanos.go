@@ -17,10 +17,27 @@ const (
 
 // toNanos converts seconds to whole nanoseconds, rounded to nearest (halves
 // up), clamped to [0, maxNanos]; NaN is 0. It is the one conversion of a
-// decision's now. The whole seconds and the fraction are converted apart,
-// so that the result is the nanosecond nearest now's exact value even
-// where now × 10^9 would round to a multiple of 256 ns (Unix time).
+// decision's now, and it is the nanosecond nearest now's exact value: below
+// 2^52 ns (52 days) the product x = now × 10^9 is within x·2^-53 of that
+// value, and x rounded (by adding and taking away 2^52, exact there)
+// decides, unless x's fraction is that close to one half; then, and above
+// 2^52 ns, where the product rounds to multiples of up to 256 ns, the whole
+// seconds and the fraction are converted apart.
 func toNanos(now float64) int64 {
+	if x := now * nanosPerSecond; x >= 0 && x < 1<<52 {
+		r := x + 0x1p52 - 0x1p52 // x rounded to an integer
+		if d, e := x-r, 0.5-x*0x1p-52; d < e && d > -e {
+			return int64(r)
+		}
+	}
+	return toNanosApart(now)
+}
+
+// toNanosApart is toNanos converting the whole seconds and the fraction
+// apart (out of line, so that toNanos inlines).
+//
+//go:noinline
+func toNanosApart(now float64) int64 {
 	if !(now > 0) {
 		return 0
 	}
@@ -57,7 +74,13 @@ func retryAt(now float64, nowNs, atNs int64) float64 {
 		return never
 	}
 	ra := nanosSeconds(atNs - nowNs)
-	if toNanos(now+ra) >= atNs { // the usual case, without the search's call
+	// The usual case, without a call: (now+ra)·10^9 is within x·2^-53 of
+	// the exact value, which rounds to atNs or later if it is ≥ atNs − ½
+	// (x − atNs is exact: the two are within a few units).
+	if x := (now + ra) * nanosPerSecond; x < 1<<52 && x-float64(atNs) >= x*0x1p-52-0.5 {
+		return ra
+	}
+	if toNanos(now+ra) >= atNs {
 		return ra
 	}
 	return retryAfter(now, ra, func(t float64) bool { return toNanos(t) >= atNs })

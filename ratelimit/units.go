@@ -74,12 +74,12 @@ func makeLattice(m uint64, shift uint, interval uint64) lattice {
 }
 
 // units is the instant ns in time units (modulo 2^64 when m > 1).
-func (l lattice) units(ns int64) uint64 { return (uint64(ns) * l.m) >> l.shift }
+func (l *lattice) units(ns int64) uint64 { return (uint64(ns) * l.m) >> l.shift }
 
 // instant is the first nanosecond at which the time in units reaches
 // nowU + lead, where nowU = l.units(nowNs); maxNanos+1 if beyond the
 // timeline.
-func (l lattice) instant(nowNs int64, nowU, lead uint64) int64 {
+func (l *lattice) instant(nowNs int64, nowU, lead uint64) int64 {
 	if l.shift == 0 {
 		return laterBy(nowNs, ceilDiv(lead, l.m))
 	}
@@ -261,7 +261,7 @@ func makeFlow(num, den uint64, shift uint, cap uint64) flow {
 // gain is the units the flow moves from last to ns (last < ns), at most
 // upTo: the cap, or more for a leaky meter's level above it (a state
 // written under a larger configuration).
-func (f flow) gain(last, ns int64, upTo uint64) uint64 {
+func (f *flow) gain(last, ns int64, upTo uint64) uint64 {
 	if f.shift != 0 {
 		return min(uint64(ns>>f.shift-last>>f.shift), upTo)
 	}
@@ -283,7 +283,7 @@ func (f flow) gain(last, ns int64, upTo uint64) uint64 {
 
 // at is the first instant (ns) at which the flow has moved u ≤ cap units
 // since last; maxNanos+1 if beyond the timeline.
-func (f flow) at(last int64, u uint64) int64 {
+func (f *flow) at(last int64, u uint64) int64 {
 	if f.shift == 0 {
 		return laterBy(last, f.nanos(u))
 	}
@@ -295,7 +295,7 @@ func (f flow) at(last int64, u uint64) int64 {
 
 // nanos is ⌈u·den/num⌉, the nanoseconds the flow takes to move u units,
 // at most maxNanos+1 (beyond the timeline: never).
-func (f flow) nanos(u uint64) int64 {
+func (f *flow) nanos(u uint64) int64 {
 	if f.den == 1 && f.num == 1 { // a lattice's own flow at m = 1
 		return int64(min(u, maxNanos+1))
 	}
