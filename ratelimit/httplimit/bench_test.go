@@ -44,7 +44,8 @@ func benchRequest() *http.Request {
 
 // The middleware's own allocations: one for the rate-limit headers of an
 // allowed response, one for all the headers of a 429 (the body comes from
-// a pool).
+// a pool). The counts are not checked under the race detector, whose
+// sync.Pool drops items at random.
 func TestAllocations(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -63,7 +64,7 @@ func TestAllocations(t *testing.T) {
 			w.reset()
 			h.ServeHTTP(w, r)
 		})
-		if w.code != tc.code || got != tc.allocs {
+		if w.code != tc.code || (got != tc.allocs && !raceEnabled) {
 			t.Errorf("%s: status %d, %v allocations per request; want %d, %v", tc.name, w.code, got, tc.code, tc.allocs)
 		}
 	}

@@ -148,7 +148,8 @@ func TestHotKeysAcrossUpdate(t *testing.T) {
 }
 
 // Tracking a key already in the top set allocates nothing: the allowed
-// request still costs the middleware its one allocation (the headers).
+// request still costs the middleware its one allocation (the headers). The
+// count is not checked under the race detector (see raceEnabled).
 func TestHotKeysAllocations(t *testing.T) {
 	store := func(rules.Rule) (ratelimit.Keyed, error) {
 		return constStore{ratelimit.Decision{Allowed: true, Remaining: 5, Reset: 1}}, nil
@@ -161,7 +162,7 @@ func TestHotKeysAllocations(t *testing.T) {
 		w.reset()
 		h.ServeHTTP(w, r)
 	})
-	if w.code != 200 || got != 1 {
+	if w.code != 200 || (got != 1 && !raceEnabled) {
 		t.Errorf("status %d, %v allocations per request; want 200, 1", w.code, got)
 	}
 }
