@@ -280,23 +280,6 @@ func TestScaledDecider(t *testing.T) {
 // float64 is 238 ns coarse and now × 10^9 is no longer exact): the retry at
 // now+RetryAfter is allowed, a microsecond earlier it is refused.
 func TestRetryAfterAtUnixTime(t *testing.T) {
-	r := newRand(26)
-	l := Limit{Rate: 7 / 1.5, Burst: 4} // time units of 1/7 ns: they wrap around 2^64 here
-	q := Quota{Limit: 4, Window: 0.3}
-	bucket := stream(r, 3000, 1/(3*l.Rate), l.Burst+1)
-	window := stream(r, 3000, q.Window/float64(3*q.Limit), q.Limit+1)
-	for i := range bucket {
-		bucket[i].t += 1.7e9
-	}
-	for i := range window {
-		window[i].t += 1.7e9
-	}
-	tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
-	checkRetry(t, "token bucket", tb, same, bucket)
-	checkRetry(t, "leaky meter", m, same, bucket)
-	checkRetry(t, "leaky queue", lq, cloneQueue, bucket)
-	checkRetry(t, "GCRA", g, same, bucket)
-	checkRetry(t, "fixed window", fw, same, window)
-	checkRetry(t, "sliding log", sl, cloneLog, window)
-	checkRetry(t, "sliding counter", sc, same, window)
+	// Time units of 1/7 ns, which wrap around 2^64 at that magnitude.
+	checkRetryAll(t, newRand(26), Limit{Rate: 7 / 1.5, Burst: 4}, Quota{Limit: 4, Window: 0.3}, 1.7e9)
 }

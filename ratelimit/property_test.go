@@ -197,18 +197,31 @@ func TestRetryAfter(t *testing.T) {
 		r := newRand(seed)
 		l := Limit{Rate: 3 + r.Float64()*10, Burst: 2 + r.IntN(8)}
 		q := Quota{Limit: 2 + r.IntN(8), Window: 0.5 + r.Float64()*5}
-		// Bursts well above the limit, costs up to one more than capacity.
-		bucket := stream(r, 3000, 1/(3*l.Rate), l.Burst+1)
-		window := stream(r, 3000, q.Window/float64(3*q.Limit), q.Limit+1)
-		tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
-		checkRetry(t, "token bucket", tb, same, bucket)
-		checkRetry(t, "leaky meter", m, same, bucket)
-		checkRetry(t, "leaky queue", lq, cloneQueue, bucket)
-		checkRetry(t, "GCRA", g, same, bucket)
-		checkRetry(t, "fixed window", fw, same, window)
-		checkRetry(t, "sliding log", sl, cloneLog, window)
-		checkRetry(t, "sliding counter", sc, same, window)
+		checkRetryAll(t, r, l, q, 0)
 	}
+}
+
+// checkRetryAll runs checkRetry for the seven algorithms on streams of
+// bursts well above the limit, costs up to one more than capacity, from
+// base seconds on.
+func checkRetryAll(t *testing.T, r *rand.Rand, l Limit, q Quota, base float64) {
+	t.Helper()
+	bucket := stream(r, 3000, 1/(3*l.Rate), l.Burst+1)
+	window := stream(r, 3000, q.Window/float64(3*q.Limit), q.Limit+1)
+	for i := range bucket {
+		bucket[i].t += base
+	}
+	for i := range window {
+		window[i].t += base
+	}
+	tb, m, lq, g, fw, sl, sc := newAllSeven(t, l, q)
+	checkRetry(t, "token bucket", tb, same, bucket)
+	checkRetry(t, "leaky meter", m, same, bucket)
+	checkRetry(t, "leaky queue", lq, cloneQueue, bucket)
+	checkRetry(t, "GCRA", g, same, bucket)
+	checkRetry(t, "fixed window", fw, same, window)
+	checkRetry(t, "sliding log", sl, cloneLog, window)
+	checkRetry(t, "sliding counter", sc, same, window)
 }
 
 // Every zero state is a full quota, at any first time.
