@@ -97,6 +97,9 @@ func serve(ctx context.Context, args []string, ready func(addr string)) error {
 		HotKeys: &ratelimit.HotKeysConfig{TopK: 10, Shards: 4, Interval: 60, Decay: 0.5}}
 	store := "memory"
 	if *redisAddr != "" {
+		// go-redis's own lines (failed dials while Redis is down) in the
+		// same slog stream, at most one a second.
+		redisstore.InstallLogger(redisstore.LogConfig{Logger: log})
 		rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(*redisAddr, ","),
 			ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		defer rdb.Close()

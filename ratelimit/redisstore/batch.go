@@ -264,6 +264,7 @@ type worker struct {
 	args   []any
 	pars   []*params
 	stores []*Store
+	seen   map[string]struct{} // the keys of the script call being built
 }
 
 // work is a worker: it takes the first waiting call, adds whatever else is
@@ -399,7 +400,7 @@ const maxParams = 16
 
 // itemArgs are the arguments of the items of cost below 64, boxed once:
 // a pipeline appends them without allocating.
-var itemArgs = func() (a [16 * 4 * 64]any) {
+var itemArgs = func() (a [16 * 8 * 64]any) {
 	for i := range a {
 		a[i] = int64(i)
 	}
@@ -514,6 +515,10 @@ func (e *engine) pipeline(ctx context.Context, w *worker, chunks []chunk, full b
 			}
 		}
 		w.args[nparIdx] = len(w.pars)
+		if w.seen == nil {
+			w.seen = map[string]struct{}{}
+		}
+		clear(w.seen)
 		for _, p := range parts {
 			for i := p.lo; i < p.hi; i++ {
 				it := &p.c.items[i]
@@ -524,7 +529,12 @@ func (e *engine) pipeline(ctx context.Context, w *worker, chunks []chunk, full b
 				if i < p.hi-1 {
 					flags |= 2
 				}
-				w.args = append(w.args, itemArg(16*(4*max(it.cost, 0)+flags)+int(it.pidx)))
+				if _, again := w.seen[it.rkey]; again {
+					flags |= 4
+				} else {
+					w.seen[it.rkey] = struct{}{}
+				}
+				w.args = append(w.args, itemArg(16*(8*max(it.cost, 0)+flags)+int(it.pidx)))
 			}
 		}
 		// The command keeps its slice of w.args until the next send.

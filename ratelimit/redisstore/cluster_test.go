@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spillwayhq/spillway/ratelimit"
 )
 
 // TestCluster runs every algorithm on a Redis Cluster of three masters
@@ -82,6 +84,32 @@ func TestCluster(t *testing.T) {
 	// loads it there.
 	if reloads == 0 {
 		t.Errorf("no NOSCRIPT fallback on a fresh cluster")
+	}
+
+	// A request under two rules. Their keys in one slot (one user key): a
+	// refusal holds the other rule back. In two slots, each slot decides
+	// and commits on its own: the other rule spends (see Stores.AllowJoint).
+	stores, rs := jointRules(t, cc, StoresConfig{Store: Config{Prefix: testPrefix(t), Timeout: 10}, FloorFactor: -1},
+		"{id: x, key: [user], rate: 5, per: 1000h}", "{id: gate, key: [user], rate: 1, per: 1000h, burst: 1}")
+	x, gate := rs[0], rs[1]
+	gateKey := "g"
+	for i := 0; clusterSlot(gateKey) == clusterSlot("v"); i++ {
+		gateKey = "g" + strconv.Itoa(i)
+	}
+	for _, tc := range []struct {
+		xKey, gateKey string
+		left          int // x's units after two requests, the second refused
+	}{{"u", "u", 4}, {"v", gateKey, 3}} {
+		for i := range 2 {
+			items := []ratelimit.JointItem{{Store: x, Key: tc.xKey, Cost: 1}, {Store: gate, Key: tc.gateKey, Cost: 1}}
+			stores.AllowJoint(ctx, 0, items)
+			if items[0].Err != nil || items[1].Err != nil || !items[0].Decision.Allowed || items[1].Decision.Allowed != (i == 0) {
+				t.Fatalf("keys %s and %s, request %d: %+v", tc.xKey, tc.gateKey, i+1, items)
+			}
+		}
+		if got := remaining(t, x, tc.xKey); got != tc.left {
+			t.Errorf("keys %s and %s: x has %d left, want %d", tc.xKey, tc.gateKey, got, tc.left)
+		}
 	}
 
 	// The keys landed on every master.

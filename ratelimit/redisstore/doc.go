@@ -16,24 +16,37 @@
 //
 // # Algorithms
 //
-// Each of the seven algorithms of package ratelimit has its own Lua script,
-// run atomically by Redis, with the same formulas and semantics as the
-// in-memory code (cost-weighted; a denied request consumes nothing;
-// Remaining, RetryAfter, Reset, and for the leaky queue Delay and Start).
-// Given the same instants, the scripts take the same float64 operations in
-// the same order, and the tests check that their decisions equal the
-// in-memory ones bit for bit (RetryAfter within a few ulps). State per key:
+// One Lua script, run atomically by Redis, holds the seven algorithms of
+// package ratelimit, with the same formulas and semantics as the in-memory
+// code (cost-weighted; a denied request consumes nothing; Remaining,
+// RetryAfter, Reset, and for the leaky queue Delay and Start). It counts in
+// integers below 2^53, which Lua's numbers hold exactly: instants in µs
+// (Redis's clock), the bucket algorithms' durations in ticks of 1/D µs
+// with D chosen per rule so that the emission interval Per/Rate is a whole
+// number of ticks (see params.go), the windows in µs. So a decision is the
+// exact-arithmetic one on the µs grid, as the in-memory stores decide on
+// theirs: a request every 0.1 s against 10 per second with a burst of 1
+// always passes (the float64 arithmetic of earlier versions refused a third
+// of them), for every rate that is a short decimal per a Per of whole µs
+// (10/s, 3/s, 100/min, 7 per 1.5 s); other rates are rounded to the tick,
+// never faster. The tests check the scripts against the in-memory
+// algorithms on random timelines (same decisions, durations within 2 µs)
+// and against exact rational arithmetic on decimal grids. State per key:
 //
-//	GCRA                 string: TAT                        (SET … PX)
-//	token bucket         hash {t: tokens, l: last refill}
-//	leaky meter          hash {v: level, l: last leak}
-//	leaky queue          sorted set of waiting units' release times, and member f: next free
+//	GCRA                 string: TAT in µs ("q" or "q:r", r ticks)   (SET … PX)
+//	token bucket         hash {t: tokens × interval (ticks), l: last refill}
+//	leaky meter          hash {v: level × interval (ticks), l: last leak}
+//	leaky queue          sorted set of waiting units' release instants, and member f: next free
 //	fixed window         hash {c: count, w: window number}
 //	sliding window cnt.  hash {p: previous count, c: current count, w: window number}
-//	sliding log          sorted set of admitted times (one member per unit)
+//	sliding log          sorted set of admitted instants (one member per unit)
 //
-// A script loops once per unit of cost for the leaky queue and the sliding
-// log, so their Burst (Rate) is capped at MaxEntries.
+// (Keys written by the float64 scripts of earlier versions read as empty:
+// upgrading forgets at most one TTL of state.) A key that holds another
+// type (a rule whose algorithm changed under the same id) reads as empty
+// and is replaced. The script loops once per unit of cost for the leaky
+// queue and the sliding log, so their Burst (Rate) is capped at
+// MaxEntries.
 //
 // # Key layout
 //
@@ -71,7 +84,7 @@
 //
 // # Clock
 //
-// The scripts read Redis's clock (TIME, seconds + microseconds), once per
+// The script reads Redis's clock (TIME, seconds + microseconds), once per
 // script call (the decisions of one batch share an instant): all gateways
 // share it, and skew between gateway clocks does not matter. The now
 // argument of AllowN is ignored. A time earlier than a key's stored time
@@ -79,8 +92,8 @@
 // behind) is a negative gap, clamped to zero as in the in-memory
 // algorithms. Redis ≥ 5 replicates a script's effects, not the script, so
 // reading TIME in a script that writes is allowed. (The package's tests
-// give the scripts an explicit now instead, through an unexported switch,
-// to compare them with the in-memory algorithms on a controlled timeline.)
+// give the script an explicit now instead, through an unexported switch,
+// to compare it with the in-memory algorithms on a controlled timeline.)
 //
 // # Batching
 //
@@ -89,18 +102,22 @@
 // goroutines each take every waiting decision (up to Config.MaxBatch) and
 // send them in one round trip. No decision waits for a batch to fill: a
 // lone call goes out at once, and under load the calls that arrive while
-// the workers' round trips are out form the next batches.
+// the workers' round trips are out form the next batches. The rule stores
+// of one Stores share one queue and one set of workers, so that the
+// decisions of different rules share round trips, and the rules of one
+// request can be decided in one (Stores.AllowJoint).
 //
 // A batch is decided by as few script calls as Redis allows: one EVALSHA
 // with all its keys on a standalone server or Sentinel's master (a
 // *redis.Client); one per hash slot on a Cluster (go-redis then sends each
 // to its node); one per hash tag on any other client (Ring). Redis then
-// parses one command, sets up one script and reads TIME once per call, not
-// per decision: each decision costs Redis little more than its GET and SET.
-// The keys of one call are decided one after another, exactly as separate
-// calls would be. For the leaky queue and the sliding log, whose scripts
-// loop per unit of cost, a call carries at most 4096 units (a larger single
-// decision goes alone), so no batch holds Redis long.
+// parses one command, sets up one script, reads TIME once and, for GCRA,
+// reads all the keys with one MGET per call, not per decision: each
+// decision costs Redis little more than its SET. The requests of one call
+// are decided one after another, exactly as separate calls would be. For
+// the leaky queue and the sliding log, whose scripts loop per unit of
+// cost, a call carries at most 4096 units (a larger single decision goes
+// alone), so no batch holds Redis long.
 //
 // A NOSCRIPT reply (the server restarted, SCRIPT FLUSH, a new Cluster node)
 // is answered by re-sending those calls with EVAL, which loads the script;
@@ -142,4 +159,18 @@
 //	defer stores.Close()
 //	lim, err := httplimit.New(set, httplimit.Config{Store: stores.ForRule})
 //	defer lim.Close()
+//
+// Its stores are ratelimit.JointKeyed: httplimit decides all of a request's
+// rules in one Stores.AllowJoint, one round trip and one Timeout for all of
+// them, each with its own fail mode; a rule's refusal spends none of the
+// other rules' units (on a Cluster: of the rules whose keys share its slot;
+// see AllowJoint for the exceptions).
+//
+// # Logging
+//
+// go-redis prints its own lines ("connection pool: failed to dial after 1
+// attempts", once per failed dial: per request while Redis is down) through
+// a process-wide logger of its own. InstallLogger routes them to log/slog
+// through a rate gate (Logger); nothing in this package installs it by
+// itself, since that would replace a logger the program set.
 package redisstore

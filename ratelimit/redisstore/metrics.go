@@ -31,7 +31,7 @@ var (
 		"Decisions asked of the rule's Redis store, by outcome: decided (Redis answered), error (Redis or network error, store closed), abandoned (the caller's timeout or context ended first), queue_full (refused at once).",
 		[]string{"rule", "outcome"}, nil)
 	metricRoundTrips = prometheus.NewDesc("spillway_ratelimit_redis_round_trips_total",
-		"Pipelines sent to Redis by the rule's store (each carries a batch of decisions), NOSCRIPT retries included.",
+		"Pipelines that carried decisions of the rule's store to Redis (each carries a batch of decisions, of any rules of one Stores), NOSCRIPT retries included.",
 		[]string{"rule"}, nil)
 	metricReloads = prometheus.NewDesc("spillway_ratelimit_redis_script_reloads_total",
 		"Pipelines re-sent with EVAL after a NOSCRIPT reply (Redis restarted, failed over, or flushed its scripts).",

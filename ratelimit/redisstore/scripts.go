@@ -17,10 +17,11 @@ import (
 //	ARGV[2]          the TTL margin in milliseconds
 //	ARGV[3]          K, the parameter sets that follow
 //	ARGV[4..3+6K]    K sets: algorithm, D (ticks per µs), x1..x4 (see newParams)
-//	then per item    16·(4·cost + flags) + the index of its parameter set
+//	then per item    16·(8·cost + flags) + the index of its parameter set
 //	                 (from 0): flag bit 0 marks a shadow item (its refusal
 //	                 refuses nothing), bit 1 that more items of the same
-//	                 request follow
+//	                 request follow, bit 2 a key that came earlier in the
+//	                 call (read again, not from the call's first read)
 //
 // A request of several items (rules) is checked whole before anything is
 // written: its units are spent only if none of its enforced items is
@@ -72,11 +73,11 @@ for i = 1, np do
   if PA[i] ~= 7 then onlyGCRA = false end
   NEED[PA[i]] = true
 end
--- A call of GCRA items reads all its keys at once (GV), and remembers what
--- it writes (GW), for a key that comes again.
-local GV, GW
+-- A call of GCRA items reads all its keys at once (GV); a key that comes
+-- again (flag bit 2) is read again.
+local GV, again
 if onlyGCRA and #KEYS > 1 then
-  GV, GW = redis.call('MGET', unpack(KEYS)), {}
+  GV = redis.call('MGET', unpack(KEYS))
 end
 
 -- ttl is the PX of a state that is empty in us µs.
@@ -117,18 +118,13 @@ local function gcraCheck(k, p, cost)
   local d, n, burst = PD[p], X1[p], X2[p]
   local key = KEYS[k]
   local v
-  if GV then
-    v = GW[key]
-    if v == nil then v = GV[k] end
-  else
-    v = read('GET', key)
-  end
+  if GV and not again then v = GV[k] else v = read('GET', key) end
   local a = 0
   if v then
-    local q, r = v, 0
-    if type(v) ~= 'number' then
+    local q, r = tonumber(v), 0
+    if not q then
       local i = find(v, ':', 1, true)
-      if i then q, r = tonumber(sub(v, 1, i - 1)), tonumber(sub(v, i + 1)) else q = tonumber(v) end
+      if i then q, r = tonumber(sub(v, 1, i - 1)), tonumber(sub(v, i + 1)) end
     end
     if q and r then
       a = (q - now) * d + r
@@ -159,7 +155,6 @@ local function gcraCommit(k, p, cost, spend, after)
     local ms = ceil(after / d / 1000) + margin
     if ms > 1e14 then ms = 1e14 end
     redis.call('SET', KEYS[k], v, 'PX', ms)
-    if GW then GW[KEYS[k]] = v end
   end
 end
 
@@ -516,12 +511,19 @@ while k <= nk do
   local p = v % 16
   v = (v - p) / 16
   p = p + 1
-  local flags = v % 4
-  local cost = (v - flags) / 4
-  if flags < 2 then
+  local flags = v % 8
+  local cost = (v - flags) / 8
+  again = flags >= 4
+  if flags % 4 < 2 then
     local alg = PA[p]
-    local allowed, rem, reset, retry, delay, w1, w2, w3, w4 = CHECK[alg](k, p, cost)
-    COMMIT[alg](k, p, cost, allowed, w1, w2, w3, w4)
+    local allowed, rem, reset, retry, delay, w1, w2, w3, w4
+    if alg == 7 then
+      allowed, rem, reset, retry, delay, w1 = gcraCheck(k, p, cost)
+      gcraCommit(k, p, cost, allowed, w1)
+    else
+      allowed, rem, reset, retry, delay, w1, w2, w3, w4 = CHECK[alg](k, p, cost)
+      COMMIT[alg](k, p, cost, allowed, w1, w2, w3, w4)
+    end
     if allowed then out[o + 1] = 1 + 2 * rem else out[o + 1] = 2 * rem end
     out[o + 2], out[o + 3] = reset, retry
     o = o + 3
@@ -539,10 +541,11 @@ while k <= nk do
         p = v % 16
         v = (v - p) / 16
         p = p + 1
-        flags = v % 4
-        cost = (v - flags) / 4
+        flags = v % 8
+        cost = (v - flags) / 8
+        again = flags >= 4
       end
-      more = flags >= 2
+      more = flags % 4 >= 2
       OK[j], RM[j], RS[j], RT[j], DL[j], W1[j], W2[j], W3[j], W4[j] = CHECK[PA[p]](j, p, cost)
       C[j], P[j] = cost, p
       if not OK[j] and flags % 2 == 0 then refused = true end

@@ -83,16 +83,18 @@ type Config struct {
 	// (bucket full, queue empty, window over). Zero means DefaultTTLMargin
 	// (1 s); it is rounded up to whole milliseconds.
 	TTLMargin float64
-	// QueueSize bounds the decisions waiting for a pipeline. When it is
-	// full AllowN fails at once with ErrQueueFull. Zero means
-	// DefaultQueueSize; at most MaxQueueSize.
+	// QueueSize bounds the decisions waiting for a pipeline (for the
+	// stores of a Stores: their shared queue). When it is full AllowN
+	// fails at once with ErrQueueFull. Zero means DefaultQueueSize; at
+	// most MaxQueueSize.
 	QueueSize int
 	// MaxBatch bounds the decisions a worker sends in one round trip (on a
 	// standalone server, in one script call). Zero means DefaultMaxBatch;
 	// at most MaxMaxBatch.
 	MaxBatch int
 	// Workers is the number of goroutines that take decisions off the
-	// queue and send them, one round trip at a time each.
+	// queue and send them, one round trip at a time each (for the stores
+	// of a Stores: shared, running while any of them is open).
 	// Zero means DefaultWorkers; at most MaxWorkers. Each uses one
 	// connection of the client's pool while its pipeline is out.
 	Workers int

@@ -36,7 +36,9 @@ type StoresConfig struct {
 	// Store is every rule's Store configuration (Prefix, Timeout,
 	// TTLMargin, QueueSize, MaxBatch, Workers); its Rule is ignored: each
 	// rule's Store gets the rule's id, so a rule's keys are
-	// Prefix:{key}:id.
+	// Prefix:{key}:id. The queue and the workers are shared by all the
+	// rules (one of QueueSize and Workers for the Stores, not per rule),
+	// and Timeout is also the wait of a joint decision (AllowJoint).
 	Store Config
 	// Breaker configures each rule's circuit breaker around Redis
 	// (ratelimit.GuardConfig.Breaker): zero fields take their defaults
@@ -136,10 +138,12 @@ type LeaseOptions struct {
 // trial per breaker Recovery notices its return). Fail closed refuses
 // (httplimit answers 503); fail open serves, within the floor.
 //
-// Stores owns what it starts: each rule's Store runs Config.Workers
-// goroutines until the RuleStore is closed (httplimit's Limiter closes
-// the stores its rules stop using, and all of them at Close) or until
-// Stores.Close. Safe for concurrent use.
+// Stores owns what it starts: Config.Workers goroutines, shared by its
+// rule stores, run while any RuleStore is open (httplimit's Limiter
+// closes the stores its rules stop using, and all of them at Close; or
+// Stores.Close). Its rule stores are ratelimit.JointKeyed: a request under
+// several of them is decided by AllowJoint, in one round trip. Safe for
+// concurrent use.
 type Stores struct {
 	client  redis.UniversalClient // immutable
 	cfg     StoresConfig          // immutable, defaults filled
