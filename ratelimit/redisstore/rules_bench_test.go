@@ -18,6 +18,25 @@ import (
 // benchmarks.
 const benchCallers = 64
 
+// benchParallelism is the b.SetParallelism that runs benchCallers
+// goroutines.
+func benchParallelism() int {
+	return (benchCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+}
+
+// benchClient returns a client (go-redis defaults) of the real Redis at
+// SPILLWAY_REDIS_ADDR, closed when b ends, or skips b without one:
+// miniredis numbers mean nothing.
+func benchClient(b *testing.B) *redis.Client {
+	addr := sharedRedisAddr()
+	if addr == "" {
+		b.Skip("no real Redis at SPILLWAY_REDIS_ADDR: miniredis numbers mean nothing")
+	}
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { client.Close() })
+	return client
+}
+
 // BenchmarkThreeRules decides requests that match three Redis rules
 // (GCRA; keyed by user, IP and tenant over 10,000 users) on the real Redis
 // at SPILLWAY_REDIS_ADDR, two ways in the same run:
@@ -32,12 +51,7 @@ const benchCallers = 64
 //
 //	go test -run '^$' -bench ThreeRules -benchtime 2s -count 3 ./ratelimit/redisstore/
 func BenchmarkThreeRules(b *testing.B) {
-	addr := sharedRedisAddr()
-	if addr == "" {
-		b.Skip("no real Redis at SPILLWAY_REDIS_ADDR: miniredis numbers mean nothing")
-	}
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	defer client.Close()
+	client := benchClient(b)
 	var pipes pipelines
 	client.AddHook(&pipes)
 	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: testPrefix(b), Timeout: 1}})
@@ -87,7 +101,7 @@ func BenchmarkThreeRules(b *testing.B) {
 		}
 		return items
 	}
-	par := (benchCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	par := benchParallelism()
 	for _, mode := range []string{"alone", "joint"} {
 		b.Run(mode+"/callers=64", func(b *testing.B) {
 			var gid, failed atomic.Int64

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -594,20 +593,15 @@ func TestStoresScaleTogether(t *testing.T) {
 // BenchmarkScaledDecisions: GCRA decisions at 64 concurrent callers on a
 // real Redis, every caller in class 0 at scale 1 (as without load
 // awareness), every caller in class 1 at scale 0.5, or half in each (so
-// batches mix two scales: two script calls per round trip); and a closed
+// batches mix two scales, in one script call); and a closed
 // class, answered without Redis. Skipped without a real Redis.
 func BenchmarkScaledDecisions(b *testing.B) {
-	addr := sharedRedisAddr()
-	if addr == "" {
-		b.Skip("no real Redis at SPILLWAY_REDIS_ADDR: miniredis numbers mean nothing")
-	}
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	defer client.Close()
+	client := benchClient(b)
 	keys := make([]string, 10000)
 	for i := range keys {
 		keys[i] = fmt.Sprint("user-", i)
 	}
-	par := (benchCallers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)
+	par := benchParallelism()
 	for _, bc := range []struct {
 		name   string
 		health float64

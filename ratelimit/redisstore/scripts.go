@@ -160,24 +160,30 @@ end
 
 local tbCheck, tbCommit, meterCheck, meterCommit, queueCheck, queueCommit, windowCheck, windowCommit, counterCheck, counterCommit, roll, fits, counterRemaining, firstFit, logCheck, logCommit
 
--- Token bucket: tokens in ticks of the rule's interval, refilled at ratio.
-if NEED[1] then
-  tbCheck = function(k, p, cost)
+-- Token bucket and leaky meter: one bucket of tokens, in ticks of the
+-- rule's interval, refilled at ratio. The token bucket stores its tokens
+-- (a missing key is full), the meter its level, cap − tokens (a missing
+-- key is empty): under a scale, the token bucket's tokens carry over (cut
+-- to the scaled burst), the meter's level does.
+local function bucket(meter)
+  local check = function(k, p, cost)
     local key = KEYS[k]
     local d, n, burst, ratio = PD[p], X1[p], X2[p], X3[p]
-    local s = read('HMGET', key, 't', 'l') or {}
+    local s
+    if meter then s = read('HMGET', key, 'v', 'l') or {} else s = read('HMGET', key, 't', 'l') or {} end
     local tokens, last = tonumber(s[1]), tonumber(s[2])
     local cap = burst * n
     if tokens == nil or last == nil then
       tokens, last = cap, now
     else
+      if meter then tokens = cap - tokens end
       local e = now - last
       if e < 0 then e = 0 else last = now end
       if ratio == 1 then tokens = tokens + e * d else tokens = tokens + floor(e * d * ratio) end
       if tokens > cap then tokens = cap end
     end
     local need = cost * n
-    local allowed = cost <= 0 or tokens >= need
+    local allowed = cost <= 0 or need <= tokens
     local left = tokens
     if allowed and cost > 0 then left = tokens - need end
     local retry = 0
@@ -185,51 +191,27 @@ if NEED[1] then
       retry = NEVER
       if cost <= burst then retry = (last - now) * d + ceil((need - tokens) / ratio) end
     end
-    return allowed, floor(left / n), ceil((cap - left) / ratio), retry, 0, tokens, last
+    local rem = floor(left / n)
+    if rem < 0 then rem = 0 end
+    return allowed, rem, ceil((cap - left) / ratio), retry, 0, tokens, last
   end
-  tbCommit = function(k, p, cost, spend, tokens, last)
+  local commit = function(k, p, cost, spend, tokens, last)
     local key = KEYS[k]
     local d, n, burst, ratio, own = PD[p], X1[p], X2[p], X3[p], X4[p]
     if spend and cost > 0 then tokens = tokens - cost * n end
     local keep = (burst * n - tokens) / ratio
-    if ratio ~= 1 and own * n - tokens > keep then keep = own * n - tokens end
-    redis.call('HSET', key, 't', tokens, 'l', last)
+    if meter then
+      redis.call('HSET', key, 'v', burst * n - tokens, 'l', last)
+    else
+      if ratio ~= 1 and own * n - tokens > keep then keep = own * n - tokens end
+      redis.call('HSET', key, 't', tokens, 'l', last)
+    end
     redis.call('PEXPIRE', key, ttl(keep / d))
   end
+  return check, commit
 end
-
--- Leaky meter: level in ticks of the rule's interval, drained at ratio.
-if NEED[2] then
-  meterCheck = function(k, p, cost)
-    local key = KEYS[k]
-    local d, n, burst, ratio = PD[p], X1[p], X2[p], X3[p]
-    local s = read('HMGET', key, 'v', 'l') or {}
-    local level, last = tonumber(s[1]) or 0, tonumber(s[2]) or 0
-    local e = now - last
-    if e < 0 then e = 0 else last = now end
-    if ratio == 1 then level = level - e * d else level = level - floor(e * d * ratio) end
-    if level < 0 then level = 0 end
-    local cap, need = burst * n, cost * n
-    local allowed = cost <= 0 or need <= cap - level
-    local after = level
-    if allowed and cost > 0 then after = level + need end
-    local retry = 0
-    if not allowed then
-      retry = NEVER
-      if cost <= burst then retry = (last - now) * d + ceil((level + need - cap) / ratio) end
-    end
-    local room = floor((cap - after) / n)
-    if room < 0 then room = 0 end
-    return allowed, room, ceil(after / ratio), retry, 0, level, last
-  end
-  meterCommit = function(k, p, cost, spend, level, last)
-    local key = KEYS[k]
-    local d, n, ratio = PD[p], X1[p], X3[p]
-    if spend and cost > 0 then level = level + cost * n end
-    redis.call('HSET', key, 'v', level, 'l', last)
-    redis.call('PEXPIRE', key, ttl(level / ratio / d))
-  end
-end
+if NEED[1] then tbCheck, tbCommit = bucket(false) end
+if NEED[2] then meterCheck, meterCommit = bucket(true) end
 
 -- Leaky queue: units waiting for their release instants.
 if NEED[3] then

@@ -548,16 +548,8 @@ func TestKeyOfAnotherType(t *testing.T) {
 	be := testBackend(t)
 	client := newClient(t, be.addr)
 	ctx := context.Background()
-	specs := []ratelimit.Spec{
-		{Algorithm: ratelimit.AlgGCRA, Rate: 5, Per: 1000},
-		{Algorithm: ratelimit.AlgTokenBucket, Rate: 5, Per: 1000},
-		{Algorithm: ratelimit.AlgLeakyMeter, Rate: 5, Per: 1000},
-		{Algorithm: ratelimit.AlgLeakyQueue, Rate: 5, Per: 1000},
-		{Algorithm: ratelimit.AlgFixedWindow, Rate: 5, Per: 1000},
-		{Algorithm: ratelimit.AlgSlidingLog, Rate: 5, Per: 1000},
-		{Algorithm: ratelimit.AlgSlidingCounter, Rate: 5, Per: 1000},
-	}
-	for _, spec := range specs {
+	for alg := ratelimit.AlgTokenBucket; alg <= ratelimit.AlgGCRA; alg++ {
+		spec := ratelimit.Spec{Algorithm: alg, Rate: 5, Per: 1000}
 		for _, other := range []string{"string", "hash", "zset"} {
 			prefix := testPrefix(t)
 			st := newStore(t, client, spec, Config{Rule: "changed", Prefix: prefix, Timeout: 5})
