@@ -25,7 +25,7 @@ const (
 	DefaultTTLMargin = 1.0   // seconds added to every key's TTL
 	DefaultQueueSize = 4096  // decisions waiting for a pipeline
 	DefaultMaxBatch  = 256   // decisions per pipeline
-	DefaultWorkers   = 4     // goroutines sending pipelines
+	DefaultWorkers   = 2     // goroutines sending pipelines: two keep Redis busy, with the largest batches
 )
 
 // Limits on Config fields and keys.
