@@ -86,14 +86,13 @@ func (c *call) reset() {
 	c.items = c.items[:0]
 }
 
-// deliver answers c unless its caller gave up, and reports whether it did.
-func (c *call) deliver() bool {
-	if !c.state.CompareAndSwap(callPending, callAnswered) {
-		return false
-	}
-	c.done <- struct{}{}
-	return true
-}
+// claim takes c from its caller for the answer unless the caller gave up,
+// and reports whether it did. The worker then counts the outcome and
+// wakes the caller with wake; after that c is the caller's again.
+func (c *call) claim() bool { return c.state.CompareAndSwap(callPending, callAnswered) }
+
+// wake hands a claimed call back to its caller.
+func (c *call) wake() { c.done <- struct{}{} }
 
 // grouping says which items may share one script call.
 type grouping uint8
@@ -235,14 +234,14 @@ func (e *engine) put(c *call) {
 
 // failAll answers every item of c with err, counting them.
 func (e *engine) failAll(c *call, err error) {
+	if !c.claim() {
+		return
+	}
 	for i := range c.items {
 		c.items[i].d, c.items[i].err = ratelimit.Decision{}, err
+		c.items[i].st.errs.Add(1)
 	}
-	if c.deliver() {
-		for i := range c.items {
-			c.items[i].st.errs.Add(1)
-		}
-	}
+	c.wake()
 }
 
 // part is the items c.items[lo:hi] of one call in one group (all of them
@@ -597,7 +596,7 @@ func (e *engine) parse(parts []part, v []int64) error {
 
 // finish answers c, counting its items' outcomes on their Stores.
 func (e *engine) finish(c *call) {
-	if !c.deliver() {
+	if !c.claim() {
 		return
 	}
 	for i := range c.items {
@@ -607,6 +606,7 @@ func (e *engine) finish(c *call) {
 			it.st.errs.Add(1)
 		}
 	}
+	c.wake()
 }
 
 var errReply = errors.New("redisstore: malformed script reply")

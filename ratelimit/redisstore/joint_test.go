@@ -221,3 +221,57 @@ func TestJointRedisStopped(t *testing.T) {
 		t.Errorf("with the breakers open: %v, %+v; want no wait and ErrStoreOpen", el, items[0])
 	}
 }
+
+// The layers in a joint request: a local tier that refuses answers at
+// once (the other rules are not decided: ErrSkipped, nothing spent); a
+// leased rule is decided after the others, from its lease, and skipped
+// when they refuse.
+func TestJointLayers(t *testing.T) {
+	b := testBackend(t)
+	client := newClient(t, b.addr)
+	var pipes pipelines
+	client.AddHook(&pipes)
+	stores, rs := jointRules(t, client, StoresConfig{Store: Config{Prefix: testPrefix(t), Timeout: 5}, LocalFactor: 1,
+		Lease: &LeaseOptions{Config: ratelimit.LeaseConfig{Size: 4, Refill: -1, TTL: 1e6}, Rules: func(r *rules.Rule) bool { return r.ID == "leased" }}},
+		"{id: plain, key: [user], rate: 10, per: 1000h}",
+		"{id: leased, key: [user], rate: 100, per: 1000h}",
+		"{id: gate, key: [user], rate: 2, per: 1000h, burst: 2}")
+	plain, leased, gate := rs[0], rs[1], rs[2]
+	ctx := context.Background()
+	request := func() []ratelimit.JointItem {
+		items := []ratelimit.JointItem{{Store: plain, Key: "u", Cost: 1}, {Store: leased, Key: "u", Cost: 1}, {Store: gate, Key: "u", Cost: 1}}
+		stores.AllowJoint(ctx, 0, items)
+		return items
+	}
+	// Two requests pass: the leased rule takes a lease of 4 at the first.
+	for i := range 2 {
+		if items := request(); items[0].Refuses() || items[1].Refuses() || items[2].Refuses() {
+			t.Fatalf("request %d: %+v", i+1, items)
+		}
+	}
+	if st := leased.Leased().Stats(); st.LeasedUnits != 4 || st.Local != 1 {
+		t.Errorf("lease stats %+v, want one lease of 4 and one local decision", st)
+	}
+	// The third: Redis refuses it (gate); the leased rule is not decided.
+	local := leased.Leased().Stats().Local
+	items := request()
+	if !items[2].Refuses() || !errors.Is(items[1].Err, ratelimit.ErrSkipped) || items[0].Refuses() {
+		t.Fatalf("third request: %+v; want the gate refusing, the leased rule skipped", items)
+	}
+	if leased.Leased().Stats().Local != local {
+		t.Errorf("the skipped leased rule spent from its lease")
+	}
+	// The gate's local tier (its own limit, 2) now refuses without a round
+	// trip: nothing else is decided.
+	before := pipes.n.Load()
+	items = request()
+	if !items[2].Refuses() || !errors.Is(items[0].Err, ratelimit.ErrSkipped) || !errors.Is(items[1].Err, ratelimit.ErrSkipped) {
+		t.Fatalf("fourth request: %+v; want the gate's local tier refusing and the others skipped", items)
+	}
+	if n := pipes.n.Load() - before; n != 0 {
+		t.Errorf("%d pipelines for a request refused locally, want 0", n)
+	}
+	if got := remaining(t, plain, "u"); got != 8 {
+		t.Errorf("rule plain: %d left, want 8 (the two admitted requests)", got)
+	}
+}
