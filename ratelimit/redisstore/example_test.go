@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -25,11 +26,12 @@ func Example() {
 		return
 	}
 	defer srv.Close()
+	srv.SetTime(time.Unix(1_700_000_000, 0)) // Redis's clock stands still: the output cannot depend on the machine's speed
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
 
 	st, err := redisstore.New(rdb, ratelimit.Spec{Algorithm: ratelimit.AlgGCRA, Rate: 60, Per: 60, Burst: 3},
-		redisstore.Config{Rule: "user-default", Timeout: 0.5}) // a generous timeout for the example
+		redisstore.Config{Rule: "user-default", Timeout: 5}) // a generous timeout: examples run as tests, on busy machines too
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -65,10 +67,11 @@ func ExampleStores() {
 		return
 	}
 	defer srv.Close()
+	srv.SetTime(time.Unix(1_700_000_000, 0)) // Redis's clock stands still: the output cannot depend on the machine's speed
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
 
-	stores, err := redisstore.NewStores(rdb, redisstore.StoresConfig{Store: redisstore.Config{Timeout: 0.5}})
+	stores, err := redisstore.NewStores(rdb, redisstore.StoresConfig{Store: redisstore.Config{Timeout: 5}})
 	if err != nil {
 		fmt.Println(err)
 		return
