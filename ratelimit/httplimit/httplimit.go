@@ -470,26 +470,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	ctx := r.Context()
 	ds := l.decisions.get()
 	defer l.decisions.put(ds)
-	for _, ru := range s.rules {
-		route, ok := ru.Match.Matches(r.Method, rq.path)
-		if !ok {
-			continue
-		}
-		key, ok := l.key(s, ru, &rq, route)
-		if !ok {
-			if ru.OnMissing == rules.MissingSkip {
-				continue
-			}
-			key = rules.FallbackKey
-		}
-		cost := ru.RequestCost()
-		if l.cfg.Cost != nil {
-			if c := l.cfg.Cost(r, &ru.Rule); c > 0 {
-				cost = c
-			}
-		}
-		ds.add(ru, key, cost)
-	}
+	l.matching(s, &rq, ds)
 
 	var best *rule // the enforcing rule with the least remaining
 	var bestD ratelimit.Decision
@@ -543,6 +524,32 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	next.ServeHTTP(w, r)
+}
+
+// matching adds to ds the rules of s that match the request, with their
+// keys and costs, in rule order.
+func (l *Limiter) matching(s *ruleSet, rq *request, ds *decisions) {
+	r := rq.r
+	for _, ru := range s.rules {
+		route, ok := ru.Match.Matches(r.Method, rq.path)
+		if !ok {
+			continue
+		}
+		key, ok := l.key(s, ru, rq, route)
+		if !ok {
+			if ru.OnMissing == rules.MissingSkip {
+				continue
+			}
+			key = rules.FallbackKey
+		}
+		cost := ru.RequestCost()
+		if l.cfg.Cost != nil {
+			if c := l.cfg.Cost(r, &ru.Rule); c > 0 {
+				cost = c
+			}
+		}
+		ds.add(ru, key, cost)
+	}
 }
 
 // wait sleeps delay seconds, or until ctx ends; it reports whether the

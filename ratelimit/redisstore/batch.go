@@ -480,69 +480,76 @@ func (e *engine) pipeline(ctx context.Context, w *worker, chunks []chunk, full b
 	w.cmds = w.cmds[:0]
 	w.args = w.args[:0]
 	for _, ch := range chunks {
-		parts := w.parts[ch.lo:ch.hi]
 		start := len(w.args)
-		if full {
-			w.args = append(w.args, "eval", theScript.src, 0)
-		} else {
-			w.args = append(w.args, "evalsha", theScript.sha, 0)
-		}
-		keys := 0
-		for _, p := range parts {
-			for _, it := range p.c.items[p.lo:p.hi] {
-				w.args = append(w.args, it.rkey)
-				keys++
-			}
-		}
-		w.args[start+2] = keys
-		w.args = append(w.args, "", e.margin, 0)
-		if e.callerClock {
-			w.args[len(w.args)-3] = strconv.FormatInt(int64(math.Round(parts[0].c.now*1e6)), 10)
-		}
-		nparIdx := len(w.args) - 1
-		w.pars = w.pars[:0]
-		for _, p := range parts {
-			for i := p.lo; i < p.hi; i++ {
-				it := &p.c.items[i]
-				j := slices.Index(w.pars, it.par)
-				if j < 0 {
-					j = len(w.pars)
-					w.pars = append(w.pars, it.par)
-					w.args = append(w.args, it.par.args[:]...)
-				}
-				it.pidx = uint8(j)
-			}
-		}
-		w.args[nparIdx] = len(w.pars)
-		if w.seen == nil {
-			w.seen = map[string]struct{}{}
-		}
-		clear(w.seen)
-		for _, p := range parts {
-			for i := p.lo; i < p.hi; i++ {
-				it := &p.c.items[i]
-				flags := 0
-				if it.shadow {
-					flags = 1
-				}
-				if i < p.hi-1 {
-					flags |= 2
-				}
-				if _, again := w.seen[it.rkey]; again {
-					flags |= 4
-				} else {
-					w.seen[it.rkey] = struct{}{}
-				}
-				w.args = append(w.args, itemArg(16*(8*max(it.cost, 0)+flags)+int(it.pidx)))
-			}
-		}
+		e.appendArgs(w, w.parts[ch.lo:ch.hi], full)
 		// The command keeps its slice of w.args until the next send.
 		cmd := redis.NewIntSliceCmd(ctx, w.args[start:len(w.args):len(w.args)]...)
 		_ = pipe.Process(ctx, cmd)
 		w.cmds = append(w.cmds, cmd)
 	}
-	clear(w.pars)
 	_, _ = pipe.Exec(ctx) // each command carries its own error
+}
+
+// appendArgs appends to w.args one script call deciding the items of
+// parts (see decideScript): the command, the keys, the call's header and
+// parameter sets, and one argument per item.
+func (e *engine) appendArgs(w *worker, parts []part, full bool) {
+	if full {
+		w.args = append(w.args, "eval", theScript.src, 0)
+	} else {
+		w.args = append(w.args, "evalsha", theScript.sha, 0)
+	}
+	nkeys := len(w.args) - 1
+	keys := 0
+	for _, p := range parts {
+		for _, it := range p.c.items[p.lo:p.hi] {
+			w.args = append(w.args, it.rkey)
+			keys++
+		}
+	}
+	w.args[nkeys] = keys
+	w.args = append(w.args, "", e.margin, 0)
+	if e.callerClock {
+		w.args[len(w.args)-3] = strconv.FormatInt(int64(math.Round(parts[0].c.now*1e6)), 10)
+	}
+	npars := len(w.args) - 1
+	w.pars = w.pars[:0]
+	for _, p := range parts {
+		for i := p.lo; i < p.hi; i++ {
+			it := &p.c.items[i]
+			j := slices.Index(w.pars, it.par)
+			if j < 0 {
+				j = len(w.pars)
+				w.pars = append(w.pars, it.par)
+				w.args = append(w.args, it.par.args[:]...)
+			}
+			it.pidx = uint8(j)
+		}
+	}
+	w.args[npars] = len(w.pars)
+	clear(w.pars)
+	if w.seen == nil {
+		w.seen = map[string]struct{}{}
+	}
+	clear(w.seen)
+	for _, p := range parts {
+		for i := p.lo; i < p.hi; i++ {
+			it := &p.c.items[i]
+			flags := 0
+			if it.shadow {
+				flags = 1
+			}
+			if i < p.hi-1 {
+				flags |= 2
+			}
+			if _, again := w.seen[it.rkey]; again {
+				flags |= 4
+			} else {
+				w.seen[it.rkey] = struct{}{}
+			}
+			w.args = append(w.args, itemArg(16*(8*max(it.cost, 0)+flags)+int(it.pidx)))
+		}
+	}
 }
 
 // answer stores cmd's reply (or error) in the items of parts.

@@ -86,9 +86,35 @@ func TestCluster(t *testing.T) {
 		t.Errorf("no NOSCRIPT fallback on a fresh cluster")
 	}
 
-	// A request under two rules. Their keys in one slot (one user key): a
-	// refusal holds the other rule back. In two slots, each slot decides
-	// and commits on its own: the other rule spends (see Stores.AllowJoint).
+	clusterJoint(t, cc)
+
+	// The keys landed on every master.
+	var mu sync.Mutex
+	sizes := map[string]int64{}
+	must(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		n, err := c.DBSize(ctx).Result()
+		mu.Lock()
+		sizes[c.Options().Addr] = n
+		mu.Unlock()
+		return err
+	}))
+	for addr, n := range sizes {
+		if n == 0 {
+			t.Errorf("master %s holds no key: %v", addr, sizes)
+		}
+	}
+	if len(sizes) != 3 {
+		t.Errorf("%d masters, want 3", len(sizes))
+	}
+}
+
+// clusterJoint: a request under two rules on the Cluster. Their keys in
+// one slot (one user key): a refusal holds the other rule back. In two
+// slots, each slot decides and commits on its own: the other rule spends
+// (see Stores.AllowJoint).
+func clusterJoint(t *testing.T, cc *redis.ClusterClient) {
+	t.Helper()
+	ctx := context.Background()
 	stores, rs := jointRules(t, cc, StoresConfig{Store: Config{Prefix: testPrefix(t), Timeout: 10}, FloorFactor: -1},
 		"{id: x, key: [user], rate: 5, per: 1000h}", "{id: gate, key: [user], rate: 1, per: 1000h, burst: 1}")
 	x, gate := rs[0], rs[1]
@@ -110,24 +136,5 @@ func TestCluster(t *testing.T) {
 		if got := remaining(t, x, tc.xKey); got != tc.left {
 			t.Errorf("keys %s and %s: x has %d left, want %d", tc.xKey, tc.gateKey, got, tc.left)
 		}
-	}
-
-	// The keys landed on every master.
-	var mu sync.Mutex
-	sizes := map[string]int64{}
-	must(t, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		n, err := c.DBSize(ctx).Result()
-		mu.Lock()
-		sizes[c.Options().Addr] = n
-		mu.Unlock()
-		return err
-	}))
-	for addr, n := range sizes {
-		if n == 0 {
-			t.Errorf("master %s holds no key: %v", addr, sizes)
-		}
-	}
-	if len(sizes) != 3 {
-		t.Errorf("%d masters, want 3", len(sizes))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/rng"
 )
@@ -243,46 +245,53 @@ func (b *exactBucket) allow(now *big.Rat, cost int) bool {
 	return true
 }
 
-// TestExactGrid: on decimal timestamps the scripts decide as exact
-// arithmetic does. Rate 10/s with a burst of 1 admits every one of 1,000
-// requests 0.1 s apart (t = k·0.1 in float64: the float artefact refused a
-// third); and on a 10 ms grid with random costs, for 10/s, 3/s, 100/min
-// and 7 per 1.5 s, GCRA, the token bucket and the leaky meter make
-// exactly the oracle's decisions (big.Rat over the decimal instants).
-// Decisions go 500 to a pipeline (the caller clock gives each its own
-// instant).
-func TestExactGrid(t *testing.T) {
-	be := testBackend(t)
-	client := newClient(t, be.addr)
-	decide := func(t *testing.T, st *Store, nows []float64, costs []int) []bool {
-		t.Helper()
-		var out []bool
-		for lo := 0; lo < len(nows); lo += 500 {
-			var calls []*call
-			for k := lo; k < min(lo+500, len(nows)); k++ {
-				calls = append(calls, testCall(st, nil, "k", nows[k], costs[k]))
-			}
-			sendBatch(st.eng, calls)
-			for _, c := range calls {
-				if err := c.items[0].err; err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, c.items[0].d.Allowed)
-			}
+// gridDecide decides cost[i] at nows[i] on st (the caller clock), 500 to
+// a pipeline (the caller clock gives each its own instant), and returns
+// which were allowed.
+func gridDecide(t *testing.T, st *Store, nows []float64, costs []int) []bool {
+	t.Helper()
+	var out []bool
+	for lo := 0; lo < len(nows); lo += 500 {
+		var calls []*call
+		for k := lo; k < min(lo+500, len(nows)); k++ {
+			calls = append(calls, testCall(st, nil, "k", nows[k], costs[k]))
 		}
-		return out
+		sendBatch(st.eng, calls)
+		for _, c := range calls {
+			if err := c.items[0].err; err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c.items[0].d.Allowed)
+		}
 	}
-	algs := []ratelimit.Algorithm{ratelimit.AlgGCRA, ratelimit.AlgTokenBucket, ratelimit.AlgLeakyMeter}
-	for _, alg := range algs {
-		t.Run("0.1s/"+alg.Name(), func(t *testing.T) {
-			st := newStore(t, client, ratelimit.Spec{Algorithm: alg, Rate: 10, Per: 1, Burst: 1}, Config{Rule: "grid", Prefix: testPrefix(t), Timeout: 5, TTLMargin: 600})
-			st.eng.callerClock = true
+	return out
+}
+
+// gridStore is a Store of spec on the caller clock, with a TTL margin
+// long enough for the test's timeline.
+func gridStore(t *testing.T, client *redis.Client, spec ratelimit.Spec) *Store {
+	t.Helper()
+	st := newStore(t, client, spec, Config{Rule: "grid", Prefix: testPrefix(t), Timeout: 5, TTLMargin: 600})
+	st.eng.callerClock = true
+	return st
+}
+
+var gridAlgorithms = []ratelimit.Algorithm{ratelimit.AlgGCRA, ratelimit.AlgTokenBucket, ratelimit.AlgLeakyMeter}
+
+// TestExactGridTenths: rate 10/s with a burst of 1 admits every one of
+// 1,000 requests 0.1 s apart (t = k·0.1 in float64), as exact arithmetic
+// does (the float artefact of earlier versions refused a third of them).
+func TestExactGridTenths(t *testing.T) {
+	client := newClient(t, testBackend(t).addr)
+	for _, alg := range gridAlgorithms {
+		t.Run(alg.Name(), func(t *testing.T) {
+			st := gridStore(t, client, ratelimit.Spec{Algorithm: alg, Rate: 10, Per: 1, Burst: 1})
 			nows, costs := make([]float64, 1000), make([]int, 1000)
 			for k := range nows {
 				nows[k], costs[k] = float64(k+1)*0.1, 1
 			}
 			refused := 0
-			for _, ok := range decide(t, st, nows, costs) {
+			for _, ok := range gridDecide(t, st, nows, costs) {
 				if !ok {
 					refused++
 				}
@@ -292,33 +301,40 @@ func TestExactGrid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExactGridRandom: on a 10 ms grid with bursts, gaps and random
+// costs, for 10/s, 3/s, 100/min and 7 per 1.5 s, GCRA, the token bucket
+// and the leaky meter make exactly the decisions of exact rational
+// arithmetic over the decimal instants (the oracle, big.Rat).
+func TestExactGridRandom(t *testing.T) {
+	be := testBackend(t)
+	client := newClient(t, be.addr)
+	n := 20000
+	if !be.real() {
+		n = 4000 // miniredis's Lua is slow
+	}
 	for _, c := range []struct {
 		rate, per string
 		burst     int
 	}{{"10", "1", 5}, {"3", "1", 4}, {"100", "60", 10}, {"7", "1.5", 3}} {
 		rate, _ := strconv.ParseFloat(c.rate, 64)
 		per, _ := strconv.ParseFloat(c.per, 64)
-		for _, alg := range algs {
-			t.Run(fmt.Sprintf("10ms/%s-per-%s/%s", c.rate, c.per, alg.Name()), func(t *testing.T) {
-				st := newStore(t, client, ratelimit.Spec{Algorithm: alg, Rate: rate, Per: per, Burst: c.burst},
-					Config{Rule: "grid", Prefix: testPrefix(t), Timeout: 5, TTLMargin: 600})
-				st.eng.callerClock = true
+		for _, alg := range gridAlgorithms {
+			t.Run(fmt.Sprintf("%s-per-%s/%s", c.rate, c.per, alg.Name()), func(t *testing.T) {
+				st := gridStore(t, client, ratelimit.Spec{Algorithm: alg, Rate: rate, Per: per, Burst: c.burst})
 				r := rng.New(5)
-				n := 20000
-				if !be.real() {
-					n = 4000 // miniredis's Lua is slow
-				}
-				nows, costs := make([]float64, n), make([]int, n)
+				nows, costs, ticks := make([]float64, n), make([]int, n), make([]int64, n)
 				k := 0
 				for i := range nows {
 					k += int(r.Float64() * 4) // 0 to 3 steps of 10 ms: bursts and gaps
-					nows[i], costs[i] = float64(k)*0.01, int(r.Float64()*float64(c.burst+1))
+					nows[i], costs[i], ticks[i] = float64(k)*0.01, int(r.Float64()*float64(c.burst+1)), int64(k)
 				}
 				oracle := newExactBucket(c.rate, c.per, c.burst)
-				got := decide(t, st, nows, costs)
+				got := gridDecide(t, st, nows, costs)
 				diff, allowed, refused := 0, 0, 0
 				for i := range nows {
-					want := oracle.allow(big.NewRat(int64(math.Round(nows[i]*100)), 100), costs[i])
+					want := oracle.allow(big.NewRat(ticks[i], 100), costs[i])
 					if got[i] != want {
 						if diff == 0 {
 							t.Errorf("decision %d (t=%v, cost %d): %v, exact %v", i, nows[i], costs[i], got[i], want)

@@ -18,6 +18,38 @@ import (
 // benchmarks.
 const benchCallers = 64
 
+// threeRules makes the rule stores of BenchmarkThreeRules.
+func threeRules(b *testing.B, client *redis.Client) (*Stores, [3]ratelimit.Keyed) {
+	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: testPrefix(b), Timeout: 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stores.Close() })
+	var rss [3]ratelimit.Keyed
+	for i, src := range []string{"{id: user, key: [user], rate: 1000, per: 1s}", "{id: ip, key: [ip], rate: 1000, per: 1s}",
+		"{id: tenant, key: [tenant], rate: 100000, per: 1s}"} {
+		if rss[i], err = stores.ForRule(ruleOf(b, src)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rss[0].(*RuleStore).Redis().Load(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return stores, rss
+}
+
+// decideAlone decides items one after another, each by its store's AllowN:
+// a round trip (and a timeout) each.
+func decideAlone(items []ratelimit.JointItem) error {
+	for i := range items {
+		it := &items[i]
+		if it.Decision, it.Err = it.Store.AllowN(context.Background(), it.Key, 0, 1); it.Err != nil {
+			return it.Err
+		}
+	}
+	return nil
+}
+
 // benchParallelism is the b.SetParallelism that runs benchCallers
 // goroutines.
 func benchParallelism() int {
@@ -54,46 +86,20 @@ func BenchmarkThreeRules(b *testing.B) {
 	client := benchClient(b)
 	var pipes pipelines
 	client.AddHook(&pipes)
-	stores, err := NewStores(client, StoresConfig{Store: Config{Prefix: testPrefix(b), Timeout: 1}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stores.Close()
-	var rss [3]ratelimit.Keyed
-	for i, src := range []string{"{id: user, key: [user], rate: 1000, per: 1s}", "{id: ip, key: [ip], rate: 1000, per: 1s}",
-		"{id: tenant, key: [tenant], rate: 100000, per: 1s}"} {
-		if rss[i], err = stores.ForRule(ruleOf(b, src)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := rss[0].(*RuleStore).Redis().Load(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	stores, rss := threeRules(b, client)
 	keys := make([][3]string, 10000)
 	for i := range keys {
 		keys[i] = [3]string{"u" + strconv.Itoa(i), "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256), "t" + strconv.Itoa(i%100)}
 	}
-	ctx := context.Background()
-	decide := map[string]func(items []ratelimit.JointItem) error{
-		"alone": func(items []ratelimit.JointItem) error {
-			for i := range items {
-				it := &items[i]
-				if it.Decision, it.Err = it.Store.AllowN(ctx, it.Key, 0, 1); it.Err != nil {
-					return it.Err
-				}
+	decide := map[string]func(items []ratelimit.JointItem) error{"alone": decideAlone, "joint": func(items []ratelimit.JointItem) error {
+		stores.AllowJoint(context.Background(), 0, items)
+		for _, it := range items {
+			if it.Err != nil {
+				return it.Err
 			}
-			return nil
-		},
-		"joint": func(items []ratelimit.JointItem) error {
-			stores.AllowJoint(ctx, 0, items)
-			for _, it := range items {
-				if it.Err != nil {
-					return it.Err
-				}
-			}
-			return nil
-		},
-	}
+		}
+		return nil
+	}}
 	request := func(items []ratelimit.JointItem, i int) []ratelimit.JointItem {
 		items = items[:0]
 		for r, k := range keys[i%len(keys)] {
