@@ -18,10 +18,10 @@ import (
 	"github.com/spillwayhq/spillway/client"
 	"github.com/spillwayhq/spillway/deadline"
 	"github.com/spillwayhq/spillway/internal/leakcheck"
-	"go.uber.org/goleak"
 	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/throttle"
+	"go.uber.org/goleak"
 )
 
 // script is a loopback server answering from a list of statuses (the last
