@@ -19,14 +19,15 @@ type jointScratch struct {
 	how     []uint8
 	tickets []ratelimit.GuardTicket
 	local   []ratelimit.Decision // the local tier's answer, when it allowed
-	pending []int                // items in the joint call, by their index there
+	pending []int                // items for Redis, past their breakers
+	inCall  []int                // of those, the items in the call, in its order
 }
 
 func (j *jointScratch) reset(n int) {
 	j.how = append(j.how[:0], make([]uint8, n)...)
 	j.tickets = append(j.tickets[:0], make([]ratelimit.GuardTicket, n)...)
 	j.local = append(j.local[:0], make([]ratelimit.Decision, n)...)
-	j.pending = j.pending[:0]
+	j.pending, j.inCall = j.pending[:0], j.inCall[:0]
 }
 
 // AllowJoint decides one request under several of the rules whose stores s
@@ -137,35 +138,46 @@ func (s *Stores) jointFirst(ctx context.Context, now float64, it *ratelimit.Join
 
 // jointCall decides the pending items in one call of the engine, applies
 // each rule's fail mode to the outcome, and reports whether a rule refused.
+// An item whose store closed meanwhile (its rule was replaced) or whose
+// class closed is decided first, without Redis; if that refuses the
+// request, the others are skipped.
 func (s *Stores) jointCall(ctx context.Context, now float64, items []ratelimit.JointItem, j *jointScratch) bool {
 	c := s.eng.pool.Get().(*call)
 	c.now = now
-	var err error
-	for _, i := range j.pending {
-		rs := items[i].Store.(*RuleStore)
-		par, perr := rs.redis.prepare(ctx, rs.class, now)
-		if perr != nil || par == nil {
-			err = perr
-			if err == nil {
-				err = ErrClosed // the class closed meanwhile: decided below as a failure
-			}
-			break
-		}
-		c.add(rs.redis, par, items[i].Key, items[i].Cost, items[i].Shadow)
-	}
-	queued := err == nil
-	if queued {
-		if err = s.eng.do(ctx, c, s.timeout); err != nil {
-			for _, i := range j.pending {
-				items[i].Store.(*RuleStore).redis.countFailed(err)
-			}
-		}
-	}
+	j.inCall = j.inCall[:0]
 	refused := false
-	for k, i := range j.pending {
-		it := &items[i]
+	for _, i := range j.pending {
+		it, rs := &items[i], items[i].Store.(*RuleStore)
+		par, err := rs.redis.prepare(ctx, rs.class, now)
+		switch {
+		case err != nil:
+			it.Decision, it.Err = j.tickets[i].End(ctx, it.Key, it.Cost, ratelimit.Decision{}, err)
+			tierMerge(it, j.local[i], rs.localK != nil)
+		case par == nil:
+			j.tickets[i].Cancel()
+			it.Decision, it.Err = rs.redis.closedDecision(it.Cost), nil
+		default:
+			c.add(rs.redis, par, it.Key, it.Cost, it.Shadow)
+			j.inCall = append(j.inCall, i)
+			continue
+		}
+		refused = refused || it.Refuses()
+	}
+	if refused || len(j.inCall) == 0 {
+		for _, i := range j.inCall {
+			j.tickets[i].Cancel()
+			items[i].Err = ratelimit.ErrSkipped
+		}
+		s.eng.put(c)
+		return refused
+	}
+	err := s.eng.do(ctx, c, s.timeout)
+	for k, i := range j.inCall {
+		it, rs := &items[i], items[i].Store.(*RuleStore)
 		d, ierr := ratelimit.Decision{}, err
-		if err == nil {
+		if err != nil {
+			rs.redis.countFailed(err)
+		} else {
 			for _, ci := range c.items { // the engine may have reordered them
 				if int(ci.idx) == k {
 					d, ierr = ci.d, ci.err
@@ -174,10 +186,10 @@ func (s *Stores) jointCall(ctx context.Context, now float64, items []ratelimit.J
 			}
 		}
 		it.Decision, it.Err = j.tickets[i].End(ctx, it.Key, it.Cost, d, ierr)
-		tierMerge(it, j.local[i], it.Store.(*RuleStore).localK != nil)
+		tierMerge(it, j.local[i], rs.localK != nil)
 		refused = refused || it.Refuses()
 	}
-	if !queued || err == nil || errors.Is(err, ErrQueueFull) { // else abandoned: not to be touched
+	if err == nil || errors.Is(err, ErrQueueFull) { // else abandoned: not to be touched again
 		s.eng.put(c)
 	}
 	return refused

@@ -275,3 +275,38 @@ func TestJointLayers(t *testing.T) {
 		t.Errorf("rule plain: %d left, want 8 (the two admitted requests)", got)
 	}
 }
+
+// A joint request that meets a closed store (its rule was replaced): that
+// rule gets its fail mode (fail closed: refused, and the others are then
+// not decided; fail open: served), the others are decided by Redis.
+func TestJointClosedStore(t *testing.T) {
+	b := testBackend(t)
+	client := newClient(t, b.addr)
+	stores, rs := jointRules(t, client, StoresConfig{Store: Config{Prefix: testPrefix(t), Timeout: 5}, FloorFactor: -1},
+		"{id: live, key: [user], rate: 10, per: 1000h}",
+		"{id: gone-open, key: [user], rate: 10, per: 1000h}",
+		"{id: gone-closed, key: [user], rate: 10, per: 1000h, failMode: closed}")
+	live, open, closed := rs[0], rs[1], rs[2]
+	must(t, open.Close())
+	must(t, closed.Close())
+	ctx := context.Background()
+	items := []ratelimit.JointItem{{Store: live, Key: "u", Cost: 1}, {Store: open, Key: "u", Cost: 1}}
+	stores.AllowJoint(ctx, 0, items)
+	if it := items[0]; it.Err != nil || !it.Decision.Allowed || it.Decision.Remaining != 9 {
+		t.Errorf("open store: %+v", it)
+	}
+	if it := items[1]; it.Err != nil || !it.Decision.Allowed {
+		t.Errorf("closed fail-open store: %+v, want served", it)
+	}
+	items = []ratelimit.JointItem{{Store: live, Key: "u", Cost: 1}, {Store: closed, Key: "u", Cost: 1}}
+	stores.AllowJoint(ctx, 0, items)
+	if it := items[1]; !errors.Is(it.Err, ErrClosed) || !it.Refuses() {
+		t.Errorf("closed fail-closed store: %+v, want refused with ErrClosed", it)
+	}
+	if it := items[0]; !errors.Is(it.Err, ratelimit.ErrSkipped) {
+		t.Errorf("open store beside a refusing closed one: %+v, want skipped", it)
+	}
+	if got := remaining(t, live, "u"); got != 9 {
+		t.Errorf("live rule: %d left, want 9", got)
+	}
+}
