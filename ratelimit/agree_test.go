@@ -157,8 +157,11 @@ func TestRoundedRateNeverFaster(t *testing.T) {
 }
 
 // A bucket that would take longer than the whole timeline to refill (the
-// sim's --rate 1e-300) admits its burst and then nothing, with RetryAfter
-// +Inf, instead of failing or overflowing.
+// sim's --rate 1e-300) admits its burst and then nothing, instead of
+// failing or overflowing. RetryAfter is finite — the request fits the
+// configuration, so it must not read as one that can never pass (+Inf,
+// which httplimit answers with 400) — and at least the rest of the
+// timeline (2^62 ns, about 146 years).
 func TestBeyondTheTimeline(t *testing.T) {
 	l := Limit{Rate: 1e-300, Burst: 1_000_000}
 	tb, m, lq, g, _, _, _ := newAllSeven(t, l, Quota{Limit: 1, Window: 1})
@@ -169,8 +172,8 @@ func TestBeyondTheTimeline(t *testing.T) {
 				t.Fatalf("%s: request %d of the burst refused: %+v", name, i, d)
 			}
 		}
-		if d := decide(1e9); d.Allowed || !math.IsInf(d.RetryAfter, 1) {
-			t.Errorf("%s: after the burst, 31 years later: %+v, want refused with RetryAfter +Inf", name, d)
+		if d := decide(1e9); d.Allowed || math.IsInf(d.RetryAfter, 0) || d.RetryAfter < 0x1p62/1e9-1e9 {
+			t.Errorf("%s: after the burst, 31 years later: %+v, want refused with a finite RetryAfter to the end of the timeline", name, d)
 		}
 	}
 	var ts TokenBucketState

@@ -133,7 +133,9 @@ var never = math.Inf(1)
 // some instant, true from then on. The search is exact in float64 and runs
 // over the instants t = now+ra, so it needs a few calls of ok when guess is
 // within a few ulps of the answer (the usual case), at most ~130 otherwise.
-// A guess below 0 starts at 0; +Inf means no finite instant is allowed.
+// A guess below 0 starts at 0. When no instant of the nanosecond range
+// passes, the guess itself is returned (see below); callers answer a request
+// that can never pass with never before calling.
 func retryAfter(now, guess float64, ok func(t float64) bool) float64 {
 	if !(guess > 0) {
 		guess = 0
@@ -143,7 +145,10 @@ func retryAfter(now, guess float64, ok func(t float64) bool) float64 {
 		return guess
 	}
 	if t = firstAbove(t, ok); math.IsInf(t, 1) {
-		return never
+		// No instant in the nanosecond range passes, although the request fits the configuration: the wait
+		// is the algebraic one, finite, so that it is not mistaken for a
+		// request that can never pass.
+		return guess
 	}
 	// The smallest ra with now+ra ≥ t.
 	ra := t - now

@@ -65,13 +65,18 @@ func nanosSeconds(ns int64) float64 { return float64(ns) / nanosPerSecond }
 // toNanos(now)) that the state allows from the instant atNs on: a value ra
 // with toNanos(now+ra) ≥ atNs, the first such float64 at or above
 // (atNs − nowNs)/1e9, so that the request retried at now+RetryAfter (float64
-// addition) is allowed. +Inf if atNs is beyond maxNanos.
+// addition) is allowed; for an atNs beyond maxNanos, the wait to maxNanos.
 func retryAt(now float64, nowNs, atNs int64) float64 {
 	if atNs <= nowNs {
 		return 0
 	}
 	if atNs > maxNanos {
-		return never
+		// Past the last instant this package counts (2^62 ns, about 146
+		// years): the wait to that instant, a lower bound that stays finite,
+		// so that a request that fits the configuration is not taken for
+		// one that can never pass (RetryAfter +Inf). A retry then is told
+		// to wait again.
+		return nanosSeconds(maxNanos - nowNs)
 	}
 	ra := nanosSeconds(atNs - nowNs)
 	// The usual case, without a call: (now+ra)·10^9 is within x·2^-53 of

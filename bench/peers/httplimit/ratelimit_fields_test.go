@@ -104,7 +104,7 @@ func theRules() []limitRule {
 // and, where the policy states a window, q/w no more than the rule's rate
 // and less than one unit per window below it (or q at the 15-digit cap).
 func TestRateLimitFieldsParseAndAgree(t *testing.T) {
-	loaded, responses, tooSlow := 0, 0, 0
+	loaded, responses := 0, 0
 	for i, lr := range theRules() {
 		id := fmt.Sprintf("r%d", i)
 		set, err := rules.Parse("rules.yaml", []byte(lr.yaml(id)))
@@ -133,13 +133,9 @@ func TestRateLimitFieldsParseAndAgree(t *testing.T) {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(cancelled))
 			if w.Code == http.StatusBadRequest {
-				// "Costs more than the rule ever allows", without fields:
-				// a refusal whose wait does not fit in int64 nanoseconds
-				// (RetryAfter +Inf) is answered so, whatever the cost.
-				if !slowerThanInt64Nanos(t, lr) {
-					t.Errorf("%+v: 400 for a request of cost 1: %s", lr, w.Body.String())
-				}
-				tooSlow++
+				// A request of cost 1 always fits the rule: even a wait
+				// beyond int64 nanoseconds (about 292 years) is a 429.
+				t.Errorf("%+v: 400 for a request of cost 1: %s", lr, w.Body.String())
 				continue
 			}
 			checkFields(t, lr, id, w.Result().Header)
@@ -150,14 +146,7 @@ func TestRateLimitFieldsParseAndAgree(t *testing.T) {
 	if loaded < 500 {
 		t.Errorf("only %d rules loaded", loaded)
 	}
-	t.Logf("%d rules, %d responses checked, %d refusals answered 400 (a wait beyond int64 nanoseconds)", loaded, responses, tooSlow)
-}
-
-// slowerThanInt64Nanos reports whether one unit of the rule takes longer
-// than 2⁶³ − 1 ns (about 292 years) to come back.
-func slowerThanInt64Nanos(t *testing.T, lr limitRule) bool {
-	perUnit := new(big.Rat).Inv(lr.ratePerSecond(t))
-	return perUnit.Cmp(new(big.Rat).SetFrac64(math.MaxInt64, 1e9)) > 0
+	t.Logf("%d rules, %d responses checked", loaded, responses)
 }
 
 // checkFields parses and checks one response's fields.
