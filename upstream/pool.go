@@ -1,0 +1,279 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pool holds one endpoint's HTTP/1.1 connections: the idle ones, kept
+// most recently used first for the next RoundTrip, and a count of those open.
+// It is safe for concurrent use; one mutex per Pool guards a few list
+// operations per request (no dial, close or I/O under it).
+//
+// Bounds: at most MaxIdle idle connections, each closed after IdleTimeout
+// (a timer per connection, armed when it goes idle); at most MaxConns open
+// when set, RoundTrips beyond waiting in FIFO order up to ConnectTimeout
+// (the waiters are the callers themselves, so their number is bounded by
+// the engine's concurrency).
+type Pool struct {
+	addr   string
+	cfg    Config      // immutable, defaults applied
+	tls    *tls.Config // immutable: cfg.TLS with ServerName set, nil for plaintext
+	dialer net.Dialer  // immutable
+
+	mu      sync.Mutex
+	idle    []*conn   // guarded by mu: oldest first
+	open    int       // guarded by mu: dialing, in use or idle
+	waiters []*waiter // guarded by mu: FIFO of RoundTrips waiting under MaxConns
+	closed  bool      // guarded by mu
+
+	dials, dialFailures, reused atomic.Uint64
+}
+
+// waiter is one RoundTrip waiting for a connection under MaxConns. Its
+// channel (capacity 1, so handing over never blocks under mu) receives
+// either an idle connection or nil: a free slot to dial into.
+type waiter struct{ ch chan *conn }
+
+// PoolStats is a snapshot of a Pool's counts.
+type PoolStats struct {
+	Open    int // connections dialing, in use or idle
+	Idle    int // idle connections
+	InUse   int // Open − Idle
+	Waiting int // RoundTrips waiting for a connection under MaxConns
+	// Dials counts dial attempts, DialFailures those that failed, Reused the
+	// exchanges sent on a connection taken from the idle list.
+	Dials, DialFailures, Reused uint64
+}
+
+// NewPool returns an empty pool of connections to addr ("host:port"); cfg's
+// zero fields take their defaults. With cfg.TLS set and no ServerName in
+// it, the host part of addr is the server name verified.
+func NewPool(addr string, cfg Config) *Pool {
+	p := &Pool{addr: addr, cfg: cfg.withDefaults()}
+	if cfg.TLS != nil {
+		p.tls = cfg.TLS.Clone()
+		if p.tls.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				p.tls.ServerName = host
+			}
+		}
+	}
+	return p
+}
+
+// Addr returns the endpoint's address.
+func (p *Pool) Addr() string { return p.addr }
+
+// Stats returns the pool's counts now.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	s := PoolStats{Open: p.open, Idle: len(p.idle), Waiting: len(p.waiters)}
+	p.mu.Unlock()
+	s.InUse = s.Open - s.Idle
+	s.Dials, s.DialFailures, s.Reused = p.dials.Load(), p.dialFailures.Load(), p.reused.Load()
+	return s
+}
+
+// Close closes the idle connections now; connections in use are closed when
+// released, and RoundTrips after Close fail with ErrPoolClosed (KindRefused).
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.open -= len(idle)
+	for _, w := range p.waiters {
+		p.open++ // the waiter finds the pool closed and gives the slot back
+		w.ch <- nil
+	}
+	p.waiters = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+	}
+}
+
+// get returns a connection to send an exchange on: the most recently used
+// idle one (reused true) unless fresh is set, else a new one — when MaxConns
+// allows, else after a wait for a release.
+func (p *Pool) get(ctx context.Context, fresh bool) (c *conn, reused bool, err error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, false, &Error{Kind: KindRefused, Op: "get connection", Err: ErrPoolClosed}
+		}
+		var evict *conn
+		if n := len(p.idle); n > 0 && (!fresh || p.fullLocked()) {
+			c = p.idle[n-1]
+			p.idle[n-1] = nil
+			p.idle = p.idle[:n-1]
+			c.idleTimer.Stop()
+			if fresh || time.Since(c.idleSince) >= p.cfg.IdleTimeout {
+				evict, c = c, nil // expired, or makes room for a fresh one
+				p.open--
+			}
+		}
+		if c != nil {
+			p.mu.Unlock()
+			p.reused.Add(1)
+			return c, true, nil
+		}
+		if evict != nil {
+			p.mu.Unlock()
+			evict.close()
+			continue
+		}
+		if !p.fullLocked() {
+			p.open++
+			p.mu.Unlock()
+			return p.dialSlot(ctx)
+		}
+		w := &waiter{ch: make(chan *conn, 1)} // only when MaxConns are in use
+		p.waiters = append(p.waiters, w)
+		p.mu.Unlock()
+		return p.wait(ctx, w)
+	}
+}
+
+// fullLocked reports whether MaxConns connections are open.
+func (p *Pool) fullLocked() bool { return p.cfg.MaxConns > 0 && p.open >= p.cfg.MaxConns }
+
+// dialSlot dials into a slot already counted in open, giving it back when
+// the dial fails.
+func (p *Pool) dialSlot(ctx context.Context) (*conn, bool, error) {
+	c, err := p.dial(ctx)
+	if err != nil {
+		p.dropSlot()
+		return nil, false, err
+	}
+	return c, false, nil
+}
+
+// wait waits for w to be handed a connection or a slot, up to ConnectTimeout
+// or ctx's end.
+func (p *Pool) wait(ctx context.Context, w *waiter) (*conn, bool, error) {
+	t := time.NewTimer(p.cfg.ConnectTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case c := <-w.ch:
+		return p.handed(ctx, c)
+	case <-t.C:
+		err = &Error{Kind: KindPoolFull, Op: "wait for a connection", Err: ErrPoolFull}
+	case <-ctx.Done():
+		err = &Error{Kind: KindCanceled, Op: "wait for a connection", Err: context.Cause(ctx)}
+	}
+	p.mu.Lock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = slices.Delete(p.waiters, i, i+1)
+			p.mu.Unlock()
+			return nil, false, err
+		}
+	}
+	p.mu.Unlock()
+	// Handed something while giving up: pass it on.
+	if c := <-w.ch; c != nil {
+		p.release(c, true)
+	} else {
+		p.dropSlot()
+	}
+	return nil, false, err
+}
+
+// handed takes what a waiter was given: an idle connection, or a slot.
+func (p *Pool) handed(ctx context.Context, c *conn) (*conn, bool, error) {
+	if c != nil {
+		p.reused.Add(1)
+		return c, true, nil
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		p.dropSlot()
+		return nil, false, &Error{Kind: KindRefused, Op: "get connection", Err: ErrPoolClosed}
+	}
+	return p.dialSlot(ctx)
+}
+
+// popWaiterLocked removes and returns the longest waiting RoundTrip, or nil.
+func (p *Pool) popWaiterLocked() *waiter {
+	if len(p.waiters) == 0 {
+		return nil
+	}
+	w := p.waiters[0]
+	copy(p.waiters, p.waiters[1:])
+	p.waiters[len(p.waiters)-1] = nil
+	p.waiters = p.waiters[:len(p.waiters)-1]
+	return w
+}
+
+// release takes back a connection after an exchange: reuse says whether it
+// may carry another one. A reusable connection goes to the longest waiter,
+// else to the idle list while it holds fewer than MaxIdle; otherwise it is
+// closed and its slot handed to a waiter.
+func (p *Pool) release(c *conn, reuse bool) {
+	p.mu.Lock()
+	if reuse && !p.closed {
+		if w := p.popWaiterLocked(); w != nil {
+			p.mu.Unlock()
+			w.ch <- c
+			return
+		}
+		if len(p.idle) < p.cfg.MaxIdle {
+			c.idleSince = time.Now()
+			p.idle = append(p.idle, c)
+			c.idleTimer.Reset(p.cfg.IdleTimeout)
+			p.mu.Unlock()
+			return
+		}
+	}
+	p.dropSlotLocked()
+	p.mu.Unlock()
+	c.close()
+}
+
+// dropSlot gives back the slot of a connection that is gone (closed, failed
+// to dial, hijacked).
+func (p *Pool) dropSlot() {
+	p.mu.Lock()
+	p.dropSlotLocked()
+	p.mu.Unlock()
+}
+
+func (p *Pool) dropSlotLocked() {
+	p.open--
+	if w := p.popWaiterLocked(); w != nil {
+		p.open++
+		w.ch <- nil
+	}
+}
+
+// expire closes c when its idle timer fires and it is still idle since
+// IdleTimeout (it may have been taken and released again meanwhile).
+func (p *Pool) expire(c *conn) {
+	p.mu.Lock()
+	i := -1
+	for j, x := range p.idle {
+		if x == c {
+			i = j
+			break
+		}
+	}
+	if i < 0 || time.Since(c.idleSince) < p.cfg.IdleTimeout {
+		p.mu.Unlock()
+		return
+	}
+	p.idle = slices.Delete(p.idle, i, i+1)
+	p.dropSlotLocked()
+	p.mu.Unlock()
+	c.close()
+}

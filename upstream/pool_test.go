@@ -1,0 +1,229 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+func TestKeepAliveReuse(t *testing.T) {
+	checkLeaks(t)
+	b := newBackend(t, canned(okHello))
+	p := NewPool(b.addr(), Config{})
+	defer p.Close()
+	for i := range 100 {
+		st, body, err := do(t, p, get("GET", "/"))
+		if err != nil || st != 200 || body != "hello" {
+			t.Fatalf("request %d: %d %q %v, want 200 \"hello\"", i, st, body, err)
+		}
+	}
+	if n := b.accepts.Load(); n != 1 {
+		t.Errorf("backend accepted %d connections for 100 sequential requests, want 1", n)
+	}
+	s := p.Stats()
+	want := PoolStats{Open: 1, Idle: 1, Dials: 1, Reused: 99}
+	if s != want {
+		t.Errorf("Stats = %+v, want %+v", s, want)
+	}
+}
+
+func TestMaxIdle(t *testing.T) {
+	checkLeaks(t)
+	closed := make(chan time.Time, 8)
+	b := newBackend(t, func(c net.Conn) {
+		canned(okHello)(c)
+		closed <- time.Now()
+	})
+	p := NewPool(b.addr(), Config{MaxIdle: 2})
+	defer p.Close()
+	// Five exchanges in flight at once need five connections.
+	resps := make([]Response, 5)
+	for i := range resps {
+		if err := p.RoundTrip(context.Background(), get("GET", "/"), &resps[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Open != 5 || s.InUse != 5 || s.Idle != 0 {
+		t.Fatalf("with 5 in flight: Stats = %+v, want 5 open, 5 in use", s)
+	}
+	for i := range resps {
+		io.ReadAll(resps[i].Body)
+		resps[i].Close()
+	}
+	if s := p.Stats(); s.Open != 2 || s.Idle != 2 || s.InUse != 0 {
+		t.Errorf("after release: Stats = %+v, want 2 open and idle (MaxIdle)", s)
+	}
+	for range 3 {
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the 3 connections beyond MaxIdle were not closed within 5 s")
+		}
+	}
+	// The next requests reuse the two idle connections.
+	do(t, p, get("GET", "/"))
+	do(t, p, get("GET", "/"))
+	if n := b.accepts.Load(); n != 5 {
+		t.Errorf("backend accepted %d connections, want 5", n)
+	}
+}
+
+func TestIdleTimeoutCloses(t *testing.T) {
+	checkLeaks(t)
+	closed := make(chan time.Time, 1)
+	b := newBackend(t, func(c net.Conn) {
+		canned(okHello)(c)
+		closed <- time.Now()
+	})
+	const idle = 100 * time.Millisecond
+	p := NewPool(b.addr(), Config{IdleTimeout: idle})
+	defer p.Close()
+	if _, _, err := do(t, p, get("GET", "/")); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	select {
+	case at := <-closed:
+		if d := at.Sub(released); d < idle {
+			t.Errorf("idle connection closed after %v, before IdleTimeout %v", d, idle)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle connection not closed within 5 s of a 100 ms IdleTimeout")
+	}
+	eventually(t, "pool forgets the expired connection", func() bool { return p.Stats().Open == 0 })
+	// The pool dials again afterwards.
+	if st, _, err := do(t, p, get("GET", "/")); err != nil || st != 200 {
+		t.Fatalf("after expiry: %d %v", st, err)
+	}
+	if s := p.Stats(); s.Dials != 2 || s.Reused != 0 {
+		t.Errorf("Stats = %+v, want 2 dials, none reused", s)
+	}
+}
+
+// closingBackend answers each connection's first request with keep-alive,
+// then closes it: every idle connection the pool keeps goes stale.
+func closingBackend(t *testing.T) *backend {
+	return newBackend(t, readHeadThen(func(c net.Conn, _ *bufio.Reader) {
+		io.WriteString(c, okHello)
+	}))
+}
+
+func TestStaleConnRetriedWhenReplayable(t *testing.T) {
+	checkLeaks(t)
+	b := closingBackend(t)
+	p := NewPool(b.addr(), Config{})
+	defer p.Close()
+	if _, _, err := do(t, p, get("GET", "/")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backend closes the first connection", func() bool { return len(b.open()) == 0 })
+	st, body, err := do(t, p, get("GET", "/"))
+	if err != nil || st != 200 || body != "hello" {
+		t.Fatalf("replayable request on a stale connection: %d %q %v, want 200 \"hello\"", st, body, err)
+	}
+	if s := p.Stats(); s.Dials != 2 || s.Reused != 1 {
+		t.Errorf("Stats = %+v, want 2 dials and 1 reuse (the stale one)", s)
+	}
+}
+
+func TestStaleConnNotReplayableIsReset(t *testing.T) {
+	checkLeaks(t)
+	b := closingBackend(t)
+	p := NewPool(b.addr(), Config{})
+	defer p.Close()
+	if _, _, err := do(t, p, get("GET", "/")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backend closes the first connection", func() bool { return len(b.open()) == 0 })
+	req := get("POST", "/")
+	req.Replayable = false
+	_, _, err := do(t, p, req)
+	wantKind(t, err, KindReset)
+	if s := p.Stats(); s.Dials != 1 || s.Open != 0 {
+		t.Errorf("Stats = %+v, want 1 dial and nothing open", s)
+	}
+}
+
+func TestMaxConnsWaitsThenPoolFull(t *testing.T) {
+	checkLeaks(t)
+	b := newBackend(t, canned(okHello))
+	const wait = 150 * time.Millisecond
+	p := NewPool(b.addr(), Config{MaxConns: 1, ConnectTimeout: wait})
+	defer p.Close()
+	var held Response
+	if err := p.RoundTrip(context.Background(), get("GET", "/"), &held); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err := do(t, p, get("GET", "/"))
+	e := wantKind(t, err, KindPoolFull)
+	if d := time.Since(start); d < wait || d > 5*time.Second {
+		t.Errorf("%v after %v, want after the 150 ms ConnectTimeout", e, d)
+	}
+	if s := p.Stats(); s.Waiting != 0 || s.Open != 1 {
+		t.Errorf("Stats = %+v, want 1 open and no waiter left", s)
+	}
+	held.Close()
+}
+
+func TestMaxConnsHandsOverOnRelease(t *testing.T) {
+	checkLeaks(t)
+	b := newBackend(t, canned(okHello))
+	p := NewPool(b.addr(), Config{MaxConns: 1, ConnectTimeout: 10 * time.Second})
+	defer p.Close()
+	var held Response
+	if err := p.RoundTrip(context.Background(), get("GET", "/"), &held); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		st  int
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var resp Response
+		err := p.RoundTrip(context.Background(), get("GET", "/"), &resp)
+		st := resp.Head.Status
+		if err == nil {
+			io.ReadAll(resp.Body)
+			resp.Close()
+		}
+		got <- result{st, err}
+	}()
+	eventually(t, "the second request waits", func() bool { return p.Stats().Waiting == 1 })
+	io.ReadAll(held.Body)
+	held.Close()
+	r := <-got
+	if r.err != nil || r.st != 200 {
+		t.Fatalf("waiting request: %d %v, want 200", r.st, r.err)
+	}
+	if s := p.Stats(); s.Dials != 1 || s.Reused != 1 || s.Open != 1 {
+		t.Errorf("Stats = %+v, want the one connection handed over (1 dial, 1 reuse)", s)
+	}
+}
+
+func TestClosedPoolRefuses(t *testing.T) {
+	checkLeaks(t)
+	closed := make(chan time.Time, 1)
+	b := newBackend(t, func(c net.Conn) {
+		canned(okHello)(c)
+		closed <- time.Now()
+	})
+	p := NewPool(b.addr(), Config{})
+	if _, _, err := do(t, p, get("GET", "/")); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close left the idle connection open")
+	}
+	_, _, err := do(t, p, get("GET", "/"))
+	if e := wantKind(t, err, KindRefused); e.Err != ErrPoolClosed {
+		t.Errorf("cause %v, want ErrPoolClosed", e.Err)
+	}
+}
