@@ -310,3 +310,33 @@ func TestFrozen(t *testing.T) {
 		t.Fatalf("Validate of a good match = %v", err)
 	}
 }
+
+// TestConcurrentLookup runs lookups on one frozen table from several
+// goroutines; the race detector checks that Lookup only reads.
+func TestConcurrentLookup(t *testing.T) {
+	tb := build(tenRoutes(), true)
+	views := []req{
+		{host: "api.example.com", path: "/v3/x"},
+		{host: "x.org", path: "/canary", hdr: fields{"x-env", "stable", "x-env", "canary"}},
+		{host: "cdn.example.com", path: "/static/a.css"},
+	}
+	want := []int{3, 5, 4}
+	done := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for k := range 2000 {
+				j := (g + k) % len(views)
+				if _, i, _ := tb.Lookup(views[j].view()); i != want[j] {
+					done <- fmt.Errorf("%+v: route %d, want %d", views[j], i, want[j])
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
