@@ -72,12 +72,13 @@ func (c *conn) connect() (up net.Conn, ep *balancer.EndpointState, connect float
 		if err == nil {
 			return nc, ep, end - start, true
 		}
+		if p.dialCtx.Err() != nil {
+			ep.Done(end, -1, false) // aborted by Shutdown: no sample, no failure
+			return nil, nil, 0, false
+		}
 		ep.Done(end, end-start, false)
 		p.dialFailures.Add(1)
 		p.log.Debug("l4: dial failed", "endpoint", ep.Addr(), "attempt", attempt+1, "err", err)
-		if p.dialCtx.Err() != nil {
-			return nil, nil, 0, false // shutting down
-		}
 	}
 	p.unreachable.Add(1)
 	return nil, nil, 0, false
