@@ -46,8 +46,9 @@
 //
 // ${NAME} in any string value is replaced by the environment variable NAME
 // (an unset variable is an error at that value; $${ writes a literal ${).
-// An unquoted value that is only a reference is then read as YAML reads a
-// plain value, so max_connections: ${MAXCONN} is a number. A value
+// In a field that is not a string (a number, a boolean, a duration) the
+// result is then read as YAML reads a plain value, quoted or not, so
+// max_connections: ${MAXCONN} is a number. A value
 // file:/path in a field that allows it (TLS certificates and keys, CA
 // bundles, the values of headers added) is replaced by that regular
 // file's content (at most MaxRefBytes, one trailing newline removed); a

@@ -74,7 +74,7 @@ func parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 	}
 	cfg := &Config{file: file, pos: &d.pos}
 	d.object(top, reflect.ValueOf(cfg).Elem(), "", 0)
-	(&validator{d: d, c: cfg}).config()
+	(&validator{d: d, c: cfg, clean: d.Count() == 0}).config()
 	if err := d.Err(); err != nil {
 		return nil, inFileOrder(err)
 	}

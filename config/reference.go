@@ -66,7 +66,7 @@ func structOf(t reflect.Type) reflect.Type {
 
 var kindText = map[string]string{
 	"listen": "host:port", "listen-or-off": "host:port or off", "endpoint": "host:port", "name": "name",
-	"token": "token", "method": "method", "host": "host", "path": "path", "regex": "regular expression",
+	"token": "token", "alpn": "ALPN name", "method": "method", "host": "host", "path": "path", "regex": "regular expression",
 	"cidr": "IP or CIDR", "dnsname": "DNS name", "status": "status or range", "filepath": "file path",
 }
 

@@ -122,6 +122,10 @@ func checkKind(kind, s, dir string) (string, error) {
 		if !isToken(s) {
 			return s, fmt.Errorf("want a header name or token (letters, digits and !#$%%&'*+-.^_`|~), got %q", s)
 		}
+	case "alpn":
+		if s == "" || len(s) > 255 || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+			return s, fmt.Errorf("want an ALPN protocol name such as h2 or http/1.1, got %q", s)
+		}
 	case "method":
 		if !isToken(s) {
 			return s, fmt.Errorf("want a method name such as GET, got %q", s)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -22,11 +23,14 @@ func Schema() []byte {
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["title"] = "Spillway gateway configuration"
 	s["description"] = "The file spillway serve and spillway validate read; see docs/CONFIG.md."
-	out, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		panic(err) // maps of strings, numbers and booleans always marshal
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		panic(err) // maps of strings, numbers and booleans always encode
 	}
-	return append(out, '\n')
+	return b.Bytes()
 }
 
 var envRef = object{"type": "string", "pattern": `\$\{[A-Za-z_][A-Za-z0-9_]*\}`}

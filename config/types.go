@@ -48,7 +48,7 @@ type Listener struct {
 type ListenerTLS struct {
 	Certificates []Certificate `yaml:"certificates" doc:"Certificates, chosen by the client's SNI name (the first when none fits)." required:"true" min:"1"`
 	MinVersion   string        `yaml:"min_version" doc:"Oldest TLS version accepted." default:"1.2" enum:"1.2,1.3"`
-	ALPN         []string      `yaml:"alpn" doc:"Protocols offered through ALPN, preferred first; the default leaves h2 out when http2 is false." default:"h2,http/1.1" kind:"token"`
+	ALPN         []string      `yaml:"alpn" doc:"Protocols offered through ALPN, preferred first; the default leaves h2 out when http2 is false." default:"h2,http/1.1" kind:"alpn"`
 }
 
 // Certificate is one certificate chain and its private key, in PEM.

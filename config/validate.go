@@ -15,6 +15,10 @@ import (
 type validator struct {
 	d *decoder
 	c *Config
+	// clean: the decoder found no problem. The library's Validate methods
+	// run only then: a value that failed to decode is left zero, which
+	// they would report again in their own words.
+	clean bool
 }
 
 // given reports whether the file wrote the value ptr points to.

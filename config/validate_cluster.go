@@ -39,7 +39,7 @@ func (v *validator) cluster(i int, c *Cluster) {
 	if c.TLS != nil {
 		v.clusterTLS(path+".tls", c)
 	}
-	if err := c.SetConfig().Validate(); err != nil {
+	if err := c.SetConfig().Validate(); err != nil && v.clean {
 		v.at(c)("%s: %v", path, err)
 	}
 	v.health(path+".health", c)
@@ -101,7 +101,7 @@ func (v *validator) picker(path string, c *Cluster) {
 	}
 	switch c.Picker {
 	case "least_request":
-		if err := c.NewPicker().(*balancer.LeastRequest).Validate(); err != nil {
+		if err := c.NewPicker().(*balancer.LeastRequest).Validate(); err != nil && v.clean {
 			v.at(c.LeastRequest, c)("%s.least_request: %v", path, err)
 		}
 	case "ring_hash":
@@ -150,10 +150,10 @@ func (v *validator) health(path string, c *Cluster) {
 			}
 		}
 		cfg, _ := c.ActiveConfig()
-		if err := cfg.Validate(); err != nil {
+		if err := cfg.Validate(); err != nil && v.clean {
 			v.at(a)("%s.active: %v", path, err)
 		}
-		if h, ok := c.HealthCheck().(*health.HTTPCheck); ok {
+		if h, ok := c.HealthCheck().(*health.HTTPCheck); ok && v.clean {
 			if err := h.Validate(); err != nil {
 				v.at(a)("%s.active: %v", path, err)
 			}
@@ -161,7 +161,7 @@ func (v *validator) health(path string, c *Cluster) {
 	}
 	if o := c.Health.Outlier; o != nil {
 		cfg, _ := c.OutlierConfig()
-		if err := cfg.Validate(); err != nil {
+		if err := cfg.Validate(); err != nil && v.clean {
 			v.at(&o.MaxEjectionTime, o)("%s.outlier: %v", path, err)
 		}
 	}

@@ -53,7 +53,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, f *field, path string, in
 	case t == reservedType:
 		d.Problem(n, "%s: reserved for a later version (the route's overload policies, issue 11 part 3); remove it", path)
 	case t == durationType, t == bytesType, t.Kind() == reflect.Bool, t.Kind() == reflect.Int, t.Kind() == reflect.Float64:
-		if n, ok := d.scalar(n, path); ok {
+		if n, ok := d.scalar(n, path, true); ok {
 			d.number(n, v, f, path)
 		}
 	case t.Kind() == reflect.String:
@@ -167,9 +167,10 @@ func fromString(v reflect.Value, s string) error {
 }
 
 // scalar returns n with ${ENV} references expanded when it is a string
-// holding some; a plain (unquoted) one is then read again as YAML reads a
-// plain scalar, so that port: ${PORT} is a number.
-func (d *decoder) scalar(n *yaml.Node, path string) (*yaml.Node, bool) {
+// holding some. With retag (fields that are not strings) the result is
+// read again as YAML reads a plain scalar, quoted or not, so that
+// max_connections: ${MAX} and {max_connections: "${MAX}"} are numbers.
+func (d *decoder) scalar(n *yaml.Node, path string, retag bool) (*yaml.Node, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" || !strings.Contains(n.Value, "${") {
 		return n, true
 	}
@@ -180,8 +181,8 @@ func (d *decoder) scalar(n *yaml.Node, path string) (*yaml.Node, bool) {
 	}
 	c := *n
 	c.Value = s
-	if n.Style == 0 {
-		c.Tag = ""
+	if retag {
+		c.Tag, c.Style = "", 0
 		c.Tag = c.ShortTag()
 	}
 	return &c, true
@@ -207,7 +208,7 @@ func (d *decoder) number(n *yaml.Node, v reflect.Value, f *field, path string) {
 
 // str decodes a string field: ${ENV}, file: references, kind and enum.
 func (d *decoder) str(n *yaml.Node, f *field, path string) (string, bool) {
-	n, ok := d.scalar(n, path)
+	n, ok := d.scalar(n, path, false)
 	if !ok {
 		return "", false
 	}
