@@ -133,9 +133,7 @@ func scanFields(b []byte, i int, fields *[]Field, maxFields int) (int, scan, fau
 		for i++; i < len(b) && isOWS(b[i]); i++ {
 		}
 		vs := i
-		for i < len(b) && valueChar[b[i]] {
-			i++
-		}
+		i = valueEnd(b, i)
 		st, f := lineEnd(b, i, faultFieldValue)
 		if st != scanDone {
 			return i, st, f

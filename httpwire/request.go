@@ -35,7 +35,8 @@ type RequestHead struct {
 	// Connection lists "upgrade", else nil.
 	Upgrade []byte
 	// Expect100 is true for Expect: 100-continue on HTTP/1.1 (RFC 9110
-	// section 10.1.1 says to ignore it on HTTP/1.0).
+	// section 10.1.1 says to ignore it on HTTP/1.0). Other expectations
+	// stay in Fields for the engine to answer (417) or forward.
 	Expect100 bool
 	// ConnectionOptions are the options of the Connection fields, as
 	// received (at most 32).
@@ -124,9 +125,7 @@ func (h *RequestHead) requestLine(b []byte) (int, scan, fault) {
 	h.Method = b[start:i:i]
 	i++
 	start = i
-	for i < len(b) && targetChar[b[i]] {
-		i++
-	}
+	i = targetEnd(b, i)
 	if i >= len(b) {
 		return i, scanMore, faultNone
 	}
@@ -176,7 +175,7 @@ func (h *RequestHead) splitTarget() fault {
 	t := h.Target
 	switch {
 	case string(h.Method) == "CONNECT":
-		if len(t) == 0 || t[0] == '[' && indexByte(t, ']') < 0 || indexByte(t, ':') < 0 || !validHost(t) {
+		if !validHost(t) || !hasPort(t) {
 			return faultTarget
 		}
 		h.Authority = t
@@ -219,6 +218,21 @@ func (h *RequestHead) absoluteForm(t []byte) fault {
 		h.Path = slash
 	}
 	return faultNone
+}
+
+// hasPort reports whether the authority t ends in ':' and at least one
+// digit after its host (validHost checked the digits).
+func hasPort(t []byte) bool {
+	colon, bracket := -1, -1
+	for i, c := range t {
+		switch c {
+		case ':':
+			colon = i
+		case ']':
+			bracket = i
+		}
+	}
+	return colon > bracket && colon < len(t)-1
 }
 
 // splitQuery splits t at its first '?'.

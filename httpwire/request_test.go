@@ -82,6 +82,9 @@ var requestRefusals = []refusal{
 	{"empty authority", "GET http:///p HTTP/1.1|Host: a||", 400, "invalid request target"},
 	{"CONNECT origin-form", "CONNECT / HTTP/1.1|Host: a||", 400, "invalid request target"},
 	{"CONNECT no port", "CONNECT a HTTP/1.1|Host: a||", 400, "invalid request target"},
+	{"CONNECT empty port", "CONNECT a: HTTP/1.1|Host: a:||", 400, "invalid request target"},
+	{"CONNECT IPv6 no port", "CONNECT [::1] HTTP/1.1|Host: [::1]||", 400, "invalid request target"},
+	{"CONNECT userinfo", "CONNECT u@a:1 HTTP/1.1|Host: a:1||", 400, "invalid request target"},
 	{"five empty lines", "|||||GET / HTTP/1.1|Host: a||", 400, "too many empty lines before the request line"},
 	// Host
 	{"missing Host", "GET / HTTP/1.1|X: 1||", 400, "missing Host"},
