@@ -29,6 +29,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "sim":
 		return simCommand(args[1:], stdout, stderr)
+	case "validate":
+		return validateCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "spillway", version)
 		return 0
@@ -46,6 +48,7 @@ func usage(w io.Writer) {
 
 Usage:
   spillway sim SCENARIO [flags]   run a lab experiment under virtual time ("all" runs every one)
+  spillway validate FILE...       check gateway configuration files (docs/CONFIG.md)
   spillway version                print the version
 
 Run "spillway sim -h" to list the scenarios.
