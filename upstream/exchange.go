@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"io"
 	"sync"
 
@@ -59,8 +58,7 @@ func (p *Pool) exchange(ctx context.Context, c *conn, reused bool, req *Request,
 	werr := c.writeRequest(ctx, req)
 	// Only a reset leaves a response worth reading: the server may have
 	// answered and closed without reading the whole request.
-	var e *Error
-	if errors.As(werr, &e) && e.Kind != KindReset {
+	if e, ok := werr.(*Error); ok && e.Kind != KindReset { // writeRequest's errors are *Error
 		resp.fail()
 		return werr, false
 	}

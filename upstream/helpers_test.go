@@ -37,7 +37,7 @@ type backend struct {
 }
 
 // newBackend starts a backend, closed when t ends.
-func newBackend(t *testing.T, handle func(c net.Conn)) *backend {
+func newBackend(t testing.TB, handle func(c net.Conn)) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
