@@ -19,7 +19,7 @@ import (
 
 // writeCert writes a self-signed certificate for name and its key as
 // dir/base.crt and dir/base.key.
-func writeCert(t *testing.T, dir, base, name string) {
+func writeCert(t testing.TB, dir, base, name string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -39,7 +39,7 @@ func writeCert(t *testing.T, dir, base, name string) {
 	write(t, filepath.Join(dir, base+".key"), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
 }
 
-func write(t *testing.T, path, data string) {
+func write(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)

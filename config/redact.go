@@ -8,12 +8,17 @@ const RedactedValue = "[redacted]"
 // Redacted returns a deep copy of c in which every non-empty value of a
 // field tagged secret (TLS keys, the values of headers added) reads
 // RedactedValue, for showing a running configuration (an admin /config
-// endpoint, a log line). The copy keeps the derived values (TLS
-// configurations, compiled expressions) but has no positions (Pos).
+// endpoint, a log line). The copy keeps the derived values (compiled
+// expressions, the clusters' client TLS) but not the listeners' server TLS,
+// which holds the private keys (ServerTLS returns nil), and has no
+// positions (Pos).
 func (c *Config) Redacted() *Config {
 	out := &Config{}
 	copyValue(reflect.ValueOf(out).Elem(), reflect.ValueOf(c).Elem(), false)
 	out.pos = nil
+	for i := range out.Listeners {
+		out.Listeners[i].tls = nil // it holds the private keys
+	}
 	return out
 }
 

@@ -70,11 +70,18 @@ var kindText = map[string]string{
 	"cidr": "IP or CIDR", "dnsname": "DNS name", "status": "status or range", "filepath": "file path",
 }
 
+var plurals = map[string]string{"name": "names", "token": "tokens", "method": "methods", "host": "hosts",
+	"IP or CIDR": "IPs or CIDRs", "status or range": "statuses or ranges", "ALPN name": "ALPN names", "string": "strings"}
+
 // typeText names a field's type for the reference.
 func typeText(f *field, path string) string {
 	switch t := f.typ; {
 	case t.Kind() == reflect.Slice && structOf(t) == nil:
-		return "list of " + scalarText(f, t.Elem())
+		one := scalarText(f, t.Elem())
+		if many, ok := plurals[one]; ok {
+			return "list of " + many
+		}
+		return "list of " + one
 	case t.Kind() == reflect.Slice:
 		if infoOf(structOf(t)).shorthand >= 0 {
 			return "list of host:port or mappings (`" + path + "`)"

@@ -65,8 +65,17 @@ func (v *validator) config() {
 	clusters := v.names("clusters", len(c.Clusters), func(i int) *string { return &c.Clusters[i].Name })
 	routes := v.names("routes", len(c.Routes), func(i int) *string { return &c.Routes[i].Name })
 	v.names("listeners", len(c.Listeners), func(i int) *string { return &c.Listeners[i].Name })
+	addrs := map[string]string{}
+	if c.Admin.Address != "" {
+		addrs[c.Admin.Address] = "the admin address"
+	}
 	for i := range c.Listeners {
-		v.listener(i, &c.Listeners[i], clusters, routes)
+		l := &c.Listeners[i]
+		v.listener(i, l, clusters, routes)
+		if prev, dup := addrs[l.Address]; dup && !strings.HasSuffix(l.Address, ":0") {
+			v.at(&l.Address)("listeners[%d].address: %s is already %s", i, l.Address, prev)
+		}
+		addrs[l.Address] = fmt.Sprintf("listeners[%d]'s address", i)
 	}
 	for i := range c.Routes {
 		v.route(i, &c.Routes[i], clusters)

@@ -362,6 +362,9 @@ func plural(n int, one, many string) string {
 // stringMap decodes a mapping of names (checked against the field's kind)
 // to string values (with ${ENV} and, when the field allows, file:).
 func (d *decoder) stringMap(n *yaml.Node, v reflect.Value, f *field, path string) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // add: with nothing under it
+	}
 	if n.Kind != yaml.MappingNode {
 		d.Problem(n, "%s: want a mapping of names to values, got %s", path, yamlfile.Describe(n))
 		return
