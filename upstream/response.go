@@ -100,6 +100,11 @@ func (r *Response) Close() {
 	c.pool.release(c, reuse && !c.canceled.Load())
 }
 
+// Framing says how Body is delimited on the upstream connection (the
+// engine re-frames it for its client): FramingNone, FramingLength
+// (Head.ContentLength bytes), FramingChunked or FramingClose.
+func (r *Response) Framing() httpwire.Framing { return r.framing }
+
 // Trailers returns the trailer fields of a chunked body once Body returned
 // io.EOF, else nil. They are valid until the next RoundTrip.
 func (r *Response) Trailers() []httpwire.Field {
