@@ -20,6 +20,8 @@ func TestCrossFieldChecks(t *testing.T) {
 			[]string{`f.yaml:4:83: clusters[0].discovery.port: must be absent with srv (the records carry the ports)`}},
 		{"dns and file", l + "clusters: [{name: app, discovery: {dns: a.internal, port: 80, file: eps.yaml}}]\n",
 			[]string{`f.yaml:4:69: clusters[0].discovery.file: give dns or file, not both`}},
+		{"empty file", l + "clusters: [{name: app, discovery: {file: \"\"}}]\n",
+			[]string{`f.yaml:4:42: clusters[0].discovery.file: want a file path, got ""`}},
 		{"file with a dns field", l + "clusters: [{name: app, discovery: {file: eps.yaml, min_ttl: 1s}}]\n",
 			[]string{`f.yaml:4:61: clusters[0].discovery.min_ttl: only with dns`}},
 		{"max_ttl below min_ttl", l + "clusters: [{name: app, discovery: {dns: a.internal, port: 80, max_ttl: 1s}}]\n",

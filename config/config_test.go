@@ -113,6 +113,9 @@ func TestFullExample(t *testing.T) {
 	if names := routeNames(c.ListenerRoutes(pub)); !slices.Equal(names, []string{"api", "ws", "grpc", "static", "everything-else"}) {
 		t.Errorf("routes of public: %v", names)
 	}
+	if !slices.Equal(c.Routes[1].Upgrades, []string{"websocket"}) || len(c.Routes[0].Upgrades) != 0 {
+		t.Errorf("upgrades %q and %q", c.Routes[1].Upgrades, c.Routes[0].Upgrades)
+	}
 	if c.Routes[1].Timeouts.Request != Duration(10*time.Minute) {
 		t.Errorf("anchored timeouts %+v", c.Routes[1].Timeouts)
 	}

@@ -100,11 +100,13 @@ func unwrapPath(err error) error {
 // (method names upper-cased, hosts lower-cased, "off" as "").
 func checkKind(kind, s, dir string) (string, error) {
 	switch kind {
-	case "", "filepath":
-		if kind == "filepath" && s != "" && !filepath.IsAbs(s) {
+	case "filepath":
+		if s == "" {
+			return s, errors.New("want a file path, got \"\"")
+		}
+		if !filepath.IsAbs(s) {
 			return filepath.Join(dir, s), nil
 		}
-		return s, nil
 	case "name":
 		if !nameRE.MatchString(s) {
 			return s, fmt.Errorf("want a name of 1 to 64 letters, digits, '.', '_' or '-', got %q", s)

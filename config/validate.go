@@ -107,9 +107,14 @@ func (v *validator) ref(path string, p *string, what string, defined map[string]
 	if *p == "" {
 		return
 	}
-	if _, ok := defined[*p]; !ok {
-		v.at(p)("%s: no %s is named %q (%s)", path, what, *p, listNames(defined, what))
+	if _, ok := defined[*p]; ok {
+		return
 	}
+	if v.d.Full() {
+		v.d.Skip() // counted, not described: spare listing the names again
+		return
+	}
+	v.at(p)("%s: no %s is named %q (%s)", path, what, *p, listNames(defined, what))
 }
 
 // listNames lists the defined names for a dangling-reference message.
@@ -174,6 +179,9 @@ func (v *validator) route(i int, r *Route, clusters map[string]int) {
 		if v.given(&h.Regex) {
 			h.ValueRegexp = anchored(h.Regex)
 		}
+	}
+	for j := range r.Upgrades {
+		r.Upgrades[j] = strings.ToLower(r.Upgrades[j]) // tokens compare case-insensitively (RFC 9110)
 	}
 	if v.given(&r.Rewrite.Prefix) && !v.given(&m.Prefix) {
 		v.at(&r.Rewrite.Prefix)("%s.rewrite.prefix: needs match.prefix (the part it replaces)", path)
