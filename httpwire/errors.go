@@ -126,3 +126,13 @@ func buildErrors() (req, resp [faultCount]*Error) {
 	}
 	return req, resp
 }
+
+// Refusals returns every *Error the package returns: the refusals of
+// requests and chunked bodies (their own statuses) and of responses
+// (status 502), each once. An engine can build its answers for them in
+// advance, keyed by the pointer. The slice is new; its elements are shared.
+func Refusals() []*Error {
+	out := make([]*Error, 0, 2*(faultCount-1))
+	out = append(out, requestErrors[1:]...)
+	return append(out, responseErrors[1:]...)
+}

@@ -133,3 +133,36 @@ func TestFieldsDoNotAliasOnAppend(t *testing.T) {
 		t.Fatalf("buffer changed to %q", buf)
 	}
 }
+
+func TestRefusalsListsWhatTheParsersReturn(t *testing.T) {
+	known := map[*Error]bool{}
+	for _, e := range Refusals() {
+		if known[e] {
+			t.Fatalf("%v listed twice", e)
+		}
+		known[e] = true
+	}
+	check := func(what string, err error) {
+		e, ok := err.(*Error)
+		if !ok || !known[e] {
+			t.Errorf("%s: %v is not one of Refusals()", what, err)
+		}
+	}
+	for _, c := range requestRefusals {
+		var h RequestHead
+		_, err := ParseRequestHead([]byte(crlf(c.head)), &h, Limits{})
+		check(c.name, err)
+	}
+	for _, c := range responseRefusals {
+		var h ResponseHead
+		_, err := ParseResponseHead([]byte(crlf(c.head)), &h, Limits{})
+		check(c.name, err)
+	}
+	for _, c := range chunkedRefusals {
+		_, _, err := readChunked(crlf(c.head), 8192, 4096, Limits{MaxHeaderBytes: 64, MaxFields: 2})
+		check(c.name, err)
+	}
+	if n := len(Refusals()); n != 2*36 {
+		t.Errorf("%d refusals, want 72 (36 reasons, for requests and for responses)", n)
+	}
+}
