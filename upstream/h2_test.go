@@ -157,3 +157,63 @@ func TestPoolOverTLS(t *testing.T) {
 	_, _, err := do(t, bad, get("GET", "/"))
 	wantKind(t, err, KindRefused)
 }
+
+// TestH2CFullDuplex streams both ways at once, as a bidirectional gRPC call
+// does: each message sent is echoed back before the next is written.
+func TestH2CFullDuplex(t *testing.T) {
+	checkLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &protos, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		buf := make([]byte, 5)
+		for {
+			if _, err := io.ReadFull(r.Body, buf); err != nil {
+				return
+			}
+			w.Write(buf)
+			w.(http.Flusher).Flush()
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	rt := NewH2Transport(Config{}, true)
+	defer closeIdle(rt)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/stream", pr)
+	respc := make(chan *http.Response, 1)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			errc <- err
+			return
+		}
+		respc <- resp
+	}()
+	pw.Write([]byte("msg-1"))
+	var resp *http.Response
+	select {
+	case resp = <-respc:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 5)
+	for _, m := range []string{"msg-1", "msg-2", "msg-3"} {
+		if m != "msg-1" {
+			pw.Write([]byte(m))
+		}
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != m {
+			t.Fatalf("echo %q %v, want %q before the next message is sent", buf, err, m)
+		}
+	}
+	pw.Close()
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
+		t.Errorf("after the request's end: %q %v, want a clean end", rest, err)
+	}
+}
