@@ -1,6 +1,7 @@
 // Command spillway is Spillway's one binary. Subcommands:
 //
 //	spillway sim SCENARIO [flags]   run one lab experiment (or "all")
+//	spillway serve --config FILE    run the gateway (docs/CONFIG.md)
 //	spillway version                print the version
 //
 // Run "spillway sim -h" for the scenarios and "spillway sim SCENARIO -h" for
@@ -29,6 +30,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "sim":
 		return simCommand(args[1:], stdout, stderr)
+	case "serve":
+		return serveCommand(args[1:], stdout, stderr)
 	case "validate":
 		return validateCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -48,6 +51,7 @@ func usage(w io.Writer) {
 
 Usage:
   spillway sim SCENARIO [flags]   run a lab experiment under virtual time ("all" runs every one)
+  spillway serve --config FILE    run the gateway: a reverse proxy from one config file
   spillway validate FILE...       check gateway configuration files (docs/CONFIG.md)
   spillway version                print the version
 

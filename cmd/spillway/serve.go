@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spillwayhq/spillway/config"
+	"github.com/spillwayhq/spillway/gateway"
+	"github.com/spillwayhq/spillway/httpserver"
+)
+
+// serveCommand runs the gateway until SIGINT or SIGTERM.
+func serveCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("spillway serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("config", "", "the gateway's config file (YAML or JSON); see docs/CONFIG.md")
+	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long open requests may run after SIGTERM before their connections close")
+	debug := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: spillway serve --config FILE [--shutdown-timeout 10s]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *file == "" && fs.NArg() == 1 {
+		*file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "spillway serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *file == "" {
+		fmt.Fprintln(stderr, "spillway serve: --config FILE is required (try examples/gateway/minimal.yaml)")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg, err := config.Load(*file)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	g, err := gateway.Build(cfg, gateway.Options{Logger: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "spillway serve:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := g.Start(); err != nil {
+		fmt.Fprintln(stderr, "spillway serve:", err)
+		return 1
+	}
+	if *debug != "" {
+		stopDebug, err := servePprof(*debug, log)
+		if err != nil {
+			fmt.Fprintln(stderr, "spillway serve: --pprof:", err)
+			_ = g.Shutdown(context.Background())
+			return 1
+		}
+		defer stopDebug()
+	}
+	if a := g.AdminAddr(); a != "" {
+		log.Info("admin", "address", a)
+	}
+	<-ctx.Done()
+	stop()
+	log.Info("shutting down", "timeout", *grace)
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := g.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintln(stderr, "spillway serve:", err)
+		return 1
+	}
+	_ = stdout
+	return 0
+}
+
+// servePprof serves net/http/pprof's handlers on addr until the returned
+// function is called.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	srv := httpserver.New(httpserver.Config{Handler: mux, SendTimeout: -1})
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("pprof", "address", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}

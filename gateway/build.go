@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/config"
+	"github.com/spillwayhq/spillway/proxy"
+	"github.com/spillwayhq/spillway/request"
+	"github.com/spillwayhq/spillway/route"
+)
+
+// Options are a Gateway's collaborators; every field is optional.
+type Options struct {
+	Logger *slog.Logger // [slog.Default()]
+	Clock  clock.Clock  // [clock.NewReal()]
+}
+
+// router is proxy.Router over a frozen route table.
+type router struct{ t *route.Table[*proxy.Route] }
+
+func (r router) Route(v *request.View) (*proxy.Route, bool) {
+	rt, _, ok := r.t.Lookup(v)
+	return rt, ok
+}
+
+// compileRoute turns a configured route into the proxy's.
+func compileRoute(r *config.Route, cl *cluster) *proxy.Route {
+	out := &proxy.Route{
+		Name: r.Name, Cluster: cl.px,
+		ResponseHeaderTimeout: r.Timeouts.ResponseHeader.D(),
+		RequestTimeout:        r.Timeouts.Request.D(),
+		IdleTimeout:           r.Timeouts.Idle.D(),
+		Streaming:             r.Streaming,
+		RequestRemove:         lower(r.RequestHeaders.Remove),
+		ResponseRemove:        lower(r.ResponseHeaders.Remove),
+		MaxBodyBytes:          int64(r.MaxBodyBytes),
+		Upgrades:              lower(r.Upgrades),
+	}
+	out.RequestAdd, out.RequestRemove = adds(r.RequestHeaders.Add, out.RequestRemove)
+	out.ResponseAdd, out.ResponseRemove = adds(r.ResponseHeaders.Add, out.ResponseRemove)
+	if r.Match.Prefix != "" && r.Rewrite.Prefix != "" {
+		out.Prefix, out.RewritePrefix = r.Match.Prefix, r.Rewrite.Prefix
+	}
+	return out
+}
+
+// adds lists header additions in name order; an added header replaces any
+// of the same name, so its name joins the removals.
+func adds(m map[string]string, remove []string) ([]proxy.Field, []string) {
+	var out []proxy.Field
+	for _, k := range sortedKeys(m) {
+		out = append(out, proxy.Field{Name: k, Value: m[k]})
+		remove = append(remove, toLower(k))
+	}
+	return out, remove
+}
+
+// matchOf maps a configured match onto the route package's.
+func matchOf(m *config.Match) route.Match {
+	out := route.Match{Hosts: m.HostList(), Path: m.Path, Prefix: m.Prefix, Regex: m.Regex, Methods: m.Methods}
+	for _, h := range m.Headers {
+		hm := route.HeaderMatch{Name: h.Name, Value: h.Value, Regex: h.Regex}
+		if h.HasPresent {
+			hm.Present, hm.Invert = true, !h.Present
+		}
+		out.Headers = append(out.Headers, hm)
+	}
+	return out
+}
+
+// routerFor builds the frozen table of a listener's routes.
+func routerFor(cfg *config.Config, l *config.Listener, clusters map[string]*cluster) (router, error) {
+	t := new(route.Table[*proxy.Route])
+	for _, r := range cfg.ListenerRoutes(l) {
+		if err := t.Add(matchOf(&r.Match), compileRoute(r, clusters[r.Cluster])); err != nil {
+			return router{}, fmt.Errorf("route %q: %w", r.Name, err)
+		}
+	}
+	t.Freeze()
+	return router{t}, nil
+}
+
+// connectTimeouts returns, per cluster, the longest connect timeout of the
+// routes that use it (5 s for a cluster only tcp listeners use).
+func connectTimeouts(cfg *config.Config) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
+		out[r.Cluster] = max(out[r.Cluster], r.Timeouts.Connect.D())
+	}
+	return out
+}

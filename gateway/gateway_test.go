@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/spillwayhq/spillway/config"
+	"github.com/spillwayhq/spillway/internal/leakcheck"
+)
+
+// named starts a backend that answers its name.
+func named(t *testing.T, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", name, r.URL.Path)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// start builds and starts a gateway from YAML text.
+func start(t *testing.T, yaml string) *Gateway {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Build(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return g
+}
+
+func get(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestTwoBackendsBalancedAndRouted(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	a, b, api := named(t, "a"), named(t, "b"), named(t, "api")
+	g := start(t, `
+version: 1
+admin: {address: "127.0.0.1:0"}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes:
+  - {match: {prefix: /api}, cluster: api, rewrite: {prefix: /v2}}
+  - {cluster: app}
+clusters:
+  - {name: app, picker: round_robin, endpoints: ["`+a+`", "`+b+`"]}
+  - {name: api, endpoints: ["`+api+`"]}
+`)
+	base := "http://" + g.Addr("web")
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	seen := map[string]int{}
+	for i := 0; i < 10; i++ {
+		code, body := get(t, c, base+"/x")
+		if code != 200 {
+			t.Fatalf("status %d: %s", code, body)
+		}
+		seen[body]++
+	}
+	if seen["a /x"] != 5 || seen["b /x"] != 5 {
+		t.Fatalf("round robin over two backends: %v, want 5 and 5", seen)
+	}
+	if code, body := get(t, c, base+"/api/users"); code != 200 || body != "api /v2/users" {
+		t.Fatalf("prefix route with rewrite: %d %q", code, body)
+	}
+	if code, body := get(t, c, base+"/apix"); code != 200 || !strings.HasSuffix(body, " /apix") || strings.HasPrefix(body, "api") {
+		t.Fatalf("/apix must not take the /api route: %d %q", code, body)
+	}
+	if code, _ := get(t, c, "http://"+g.AdminAddr()+"/ready"); code != 200 {
+		t.Fatalf("admin /ready: %d", code)
+	}
+}

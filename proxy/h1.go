@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/request"
+	"github.com/spillwayhq/spillway/upstream"
+)
+
+// h1conn is one client connection served by the HTTP/1.1 engine. Every
+// buffer it needs is allocated once per connection (and pooled across
+// connections), so a kept-alive request allocates nothing for parsing,
+// routing or building the upstream head.
+type h1conn struct {
+	s       *Server
+	c       net.Conn
+	sc      stashConn // c, with the byte the disconnect watcher may have read
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	secure  bool
+	peer    netip.AddrPort
+	trusted bool
+
+	head  httpwire.RequestHead
+	view  request.View
+	hdr   fieldHeader
+	out   outbound
+	host  []byte // lowercased Host without port, for the View
+	wbuf  []byte // the upstream request head, then the client response head
+	ureq  upstream.Request
+	uresp upstream.Response
+	body  reqBody
+	watch watcher
+
+	method [24]byte // a copy of the method, valid while the body is read
+	ibuf   []byte   // 1xx heads
+
+	// Method values made once per connection (a method value allocates).
+	interimFn  func(*httpwire.ResponseHead)
+	trailersFn func() []httpwire.Field
+}
+
+var h1Pool = sync.Pool{New: func() any { return new(h1conn) }}
+
+func newH1Conn(s *Server, c net.Conn, secure bool) *h1conn {
+	hc := h1Pool.Get().(*h1conn)
+	hc.s, hc.c, hc.secure = s, c, secure
+	hc.sc = stashConn{Conn: c}
+	size := s.cfg.Limits.MaxHeaderBytes + 512
+	if hc.br == nil || hc.br.Size() != max(size, 16) {
+		hc.br = bufio.NewReaderSize(&hc.sc, size)
+	} else {
+		hc.br.Reset(&hc.sc)
+	}
+	if hc.bw == nil {
+		hc.bw = bufio.NewWriterSize(c, 8<<10)
+	} else {
+		hc.bw.Reset(c)
+	}
+	hc.peer = peerOf(c)
+	hc.trusted = trusted(s.cfg.TrustedProxies, hc.peer.Addr())
+	hc.hdr.h = &hc.head
+	hc.out.hop = hc.head.HopByHop
+	hc.watch.c = hc
+	if hc.interimFn == nil {
+		hc.interimFn = hc.interim
+		hc.trailersFn = hc.body.trailers
+		hc.watch.done = make(chan struct{}, 1)
+	}
+	return hc
+}
+
+// release returns the connection's buffers to the pool.
+func (c *h1conn) release() {
+	c.br.Reset(nil)
+	c.bw.Reset(nil)
+	c.s, c.c, c.sc.Conn = nil, nil, nil
+	c.head.Reset()
+	c.uresp.Close()
+	h1Pool.Put(c)
+}
+
+// sniffPreface reports whether the client opened with the HTTP/2 preface
+// (h2c with prior knowledge); the returned conn replays what was read.
+func (c *h1conn) sniffPreface() (net.Conn, bool) {
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	_ = c.c.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+	b, err := c.br.Peek(3)
+	if err != nil || string(b) != "PRI" {
+		return nil, false
+	}
+	b, err = c.br.Peek(len(preface))
+	if err != nil || string(b) != preface {
+		return nil, false
+	}
+	_ = c.c.SetReadDeadline(time.Time{})
+	return &prefaceConn{Conn: c.c, r: c.br}, true
+}
+
+// serve runs requests on the connection until one of them ends it.
+func (c *h1conn) serve() {
+	for c.serveOne() {
+	}
+	_ = c.bw.Flush()
+}
+
+// readHead waits for a request head: up to IdleTimeout for its first byte,
+// then HeaderTimeout for the rest. It returns the head's length in the
+// reader's buffer (parsed into c.head), io.EOF-like errors for a client
+// that went away quietly, or an error to answer.
+func (c *h1conn) readHead() (int, error) {
+	cfg := &c.s.cfg
+	if c.br.Buffered() == 0 {
+		if err := c.bw.Flush(); err != nil {
+			return 0, errQuiet
+		}
+		_ = c.c.SetReadDeadline(deadline(cfg.IdleTimeout))
+		if _, err := c.br.Peek(1); err != nil {
+			return 0, errQuiet
+		}
+	}
+	_ = c.c.SetReadDeadline(deadline(cfg.HeaderTimeout))
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		n, err := httpwire.ParseRequestHead(buf, &c.head, cfg.Limits)
+		if err != httpwire.ErrIncomplete {
+			return n, err
+		}
+		if c.br.Buffered() >= cfg.Limits.MaxHeaderBytes {
+			return 0, errHeadTooLarge
+		}
+		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+			if isTimeout(err) {
+				return 0, errHeadTimeout
+			}
+			return 0, errQuiet
+		}
+	}
+}
+
+var (
+	errQuiet        = errors.New("proxy: client went away")
+	errHeadTimeout  = errors.New("proxy: head timeout")
+	errHeadTooLarge = &httpwire.Error{Status: 431, Reason: "request head too large"}
+)
+
+// serveOne reads, routes and forwards one request; false ends the
+// connection.
+func (c *h1conn) serveOne() bool {
+	n, err := c.readHead()
+	if err != nil {
+		c.refuseHead(err)
+		return false
+	}
+	// The head stays where it is in the buffer, and its fields valid, until
+	// the body is read: discarding it only moves the read position.
+	c.br.Discard(n)
+	c.fillView()
+	rt, ok := c.s.route().Route(&c.view)
+	hasBody := c.head.Chunked || c.head.ContentLength > 0
+	// A refusal before the body is read closes the connection when there
+	// is a body: draining an unbounded body for keep-alive is not worth it.
+	keep := c.head.KeepAlive && !hasBody
+	if !ok {
+		c.writeProblem(problemNoRoute, keep)
+		return keep
+	}
+	if rt.MaxBodyBytes > 0 && c.head.ContentLength > rt.MaxBodyBytes {
+		c.writeProblem(problemBodyTooLarge, false)
+		return false
+	}
+	var upgrade []byte
+	if c.head.Upgrade != nil {
+		if !allowedUpgrade(rt.Upgrades, c.head.Upgrade) {
+			c.writeProblem(problemUpgrade, keep)
+			return keep
+		}
+		upgrade = c.head.Upgrade
+	}
+	m := copy(c.method[:], c.head.Method)
+	c.fillOutbound(m, upgrade)
+	c.wbuf = appendHead(c.wbuf[:0], &c.out, rt)
+	return c.forward(rt, m)
+}
+
+// refuseHead answers a head that could not be read.
+func (c *h1conn) refuseHead(err error) {
+	var we *httpwire.Error
+	switch {
+	case errors.As(err, &we):
+		c.writeProblem(protocolProblem(we), false)
+	case err == errHeadTimeout:
+		c.writeProblem(problemHeaderTimeout, false)
+	}
+}
+
+// writeProblem writes a pre-built refusal and flushes it.
+func (c *h1conn) writeProblem(p *Problem, keep bool) {
+	isHead := string(c.head.Method) == "HEAD"
+	c.wbuf = p.appendH1(c.wbuf[:0], keep, isHead)
+	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	_, _ = c.bw.Write(c.wbuf)
+	_ = c.bw.Flush()
+}
+
+// fillView points the View at the parsed head (no copies but the Host,
+// which is lowercased and stripped of its port).
+func (c *h1conn) fillView() {
+	h := &c.head
+	c.host = normalHost(c.host[:0], h.Host)
+	c.view = request.View{
+		Method: bstr(h.Method), Host: bstr(c.host), Path: bstr(h.Path), Query: bstr(h.Query),
+		Major: 1, Minor: h.Minor, Secure: c.secure, Client: c.peer, Header: &c.hdr,
+	}
+}
+
+// fillOutbound describes the request for appendHead.
+func (c *h1conn) fillOutbound(m int, upgrade []byte) {
+	h := &c.head
+	o := &c.out
+	o.method, o.path, o.query, o.host = c.method[:m], h.Path, h.Query, h.Host
+	if len(h.Query) == 0 && !hasQuery(h.Target) {
+		o.query = nil
+	}
+	o.fields, o.peer, o.secure, o.trusted, o.upgrade = h.Fields, c.peer, c.secure, c.trusted, upgrade
+	switch {
+	case h.Chunked:
+		o.length = bodyChunked
+	case h.ContentLength >= 0:
+		o.length = h.ContentLength
+	default:
+		o.length = bodyNone
+	}
+}
+
+func hasQuery(target []byte) bool {
+	for _, b := range target {
+		if b == '?' {
+			return true
+		}
+	}
+	return false
+}
+
+func deadline(d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(d)
+}
+
+func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+
+	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/upstream"
+)
+
+// forward sends the request (head already in c.wbuf) to an endpoint of
+// the route's cluster and copies the answer back; false ends the
+// connection.
+func (c *h1conn) forward(rt *Route, m int) bool {
+	cl := rt.Cluster
+	hasBody := c.out.length > 0 || c.out.length == bodyChunked
+	if cl.H2 != nil {
+		return c.forwardH2(rt, m)
+	}
+	now := c.s.cfg.Clock.Now()
+	es, err := cl.Set.Pick(now, cl.Picker)
+	var pool *upstream.Pool
+	if err == nil {
+		pool = cl.pool(es.Addr())
+	}
+	if pool == nil {
+		keep := c.head.KeepAlive && !hasBody
+		c.writeProblem(cl.noEndpoint, keep)
+		return keep
+	}
+	ctx, cancel := requestContext(rt)
+	defer cancel()
+	c.prepareRequest(rt, m, hasBody)
+	c.watch.arm(cancel)
+	if !hasBody {
+		c.watch.start()
+	}
+	es.Start()
+	err = pool.RoundTrip(ctx, &c.ureq, &c.uresp)
+	if err != nil {
+		c.watch.stop()
+		end := c.s.cfg.Clock.Now()
+		if c.watch.gone || c.body.err != nil {
+			es.Done(end, -1, false) // the client's fault: no latency sample
+		} else {
+			es.Done(end, end-now, false)
+		}
+		return c.upstreamFailed(cl, err, hasBody)
+	}
+	if c.uresp.Head.Status == 101 {
+		c.watch.stop()
+		es.Done(c.s.cfg.Clock.Now(), -1, true)
+		c.tunnel(rt)
+		return false
+	}
+	keep := c.copyResponse(rt, m, hasBody)
+	c.watch.stop()
+	end := c.s.cfg.Clock.Now()
+	es.Done(end, end-now, c.uresp.Head.Status < 500)
+	c.uresp.Close()
+	return keep && !c.watch.gone
+}
+
+// requestContext returns the exchange's context: cancelled by the client's
+// departure (the watcher), bounded by the route's request timeout.
+func requestContext(rt *Route) (context.Context, context.CancelFunc) {
+	if !rt.Streaming && rt.RequestTimeout > 0 {
+		return context.WithTimeout(context.Background(), rt.RequestTimeout)
+	}
+	return context.WithCancel(context.Background())
+}
+
+// prepareRequest fills c.ureq for the upstream.
+func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
+	c.ureq = upstream.Request{
+		Method:        c.method[:m],
+		Head:          c.wbuf,
+		Replayable:    !hasBody,
+		HeaderTimeout: rt.ResponseHeaderTimeout,
+		Interim:       c.interimFn,
+	}
+	if rt.Streaming {
+		c.ureq.ReadTimeout = rt.IdleTimeout
+	}
+	if hasBody {
+		c.body.reset(c, rt)
+		c.ureq.Body = &c.body
+		c.ureq.BodyLength = c.out.length
+		if c.out.length == bodyChunked {
+			c.ureq.Trailers = c.trailersFn
+		}
+	} else {
+		c.body.done = true
+	}
+}
+
+// upstreamFailed answers a failed exchange: the client's own fault (its
+// body stopped, was malformed or too large), its departure (nothing to
+// answer: logged as 499), or the upstream's (502/504 naming the cluster).
+func (c *h1conn) upstreamFailed(cl *Cluster, err error, hasBody bool) bool {
+	switch {
+	case c.watch.gone:
+		return false
+	case c.body.err != nil:
+		c.writeProblem(c.body.problem(), false)
+		return false
+	}
+	var ue *upstream.Error
+	if errors.As(err, &ue) && ue.Kind == upstream.KindCanceled {
+		// Not the client (handled above): the route's request timeout.
+		keep := c.head.KeepAlive && c.body.done
+		c.writeProblem(cl.timeout, keep)
+		return keep
+	}
+	keep := c.head.KeepAlive && (c.body.done || !hasBody)
+	c.writeProblem(cl.problemFor(err), keep)
+	return keep
+}
+
+// interim forwards a 1xx response (other than 101) to the client at once.
+func (c *h1conn) interim(h *httpwire.ResponseHead) {
+	b := httpwire.AppendStatusLine(c.ibuf[:0], h.Status, h.Reason)
+	for i := range h.Fields {
+		f := &h.Fields[i]
+		if !h.HopByHop(f.Name) {
+			b = httpwire.AppendField(b, f.Name, f.Value)
+		}
+	}
+	b = append(b, "\r\n"...)
+	c.ibuf = b
+	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	_, _ = c.bw.Write(b)
+	_ = c.bw.Flush()
+}

@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/spillwayhq/spillway/httpwire"
+)
+
+// forwardH2 sends an HTTP/1.1 client's request to an HTTP/2 cluster (a
+// backend that speaks only h2 or h2c) and writes the answer back in
+// HTTP/1.1. This path allocates (an *http.Request per exchange); the
+// HTTP/1.1-to-HTTP/1.1 path does not.
+func (c *h1conn) forwardH2(rt *Route, m int) bool {
+	cl := rt.Cluster
+	hasBody := c.out.length > 0 || c.out.length == bodyChunked
+	now := c.s.cfg.Clock.Now()
+	es, err := cl.Set.Pick(now, cl.Picker)
+	if err != nil {
+		keep := c.head.KeepAlive && !hasBody
+		c.writeProblem(cl.noEndpoint, keep)
+		return keep
+	}
+	ctx, cancel := requestContext(rt)
+	defer cancel()
+	c.prepareRequest(rt, m, hasBody)
+	var body io.ReadCloser
+	if hasBody {
+		body = io.NopCloser(&c.body)
+	}
+	req, err := stdRequest(ctx, c.wbuf, es.Addr(), body, c.out.length)
+	if err != nil {
+		c.writeProblem(cl.badResponse, false)
+		return false
+	}
+	if c.out.length == bodyChunked {
+		req.ContentLength = -1
+	}
+	c.watch.arm(cancel)
+	if !hasBody {
+		c.watch.start()
+	}
+	es.Start()
+	resp, err := cl.H2.RoundTrip(req)
+	if err != nil {
+		c.watch.stop()
+		end := c.s.cfg.Clock.Now()
+		es.Done(end, end-now, false)
+		if c.watch.gone || c.body.err != nil {
+			return c.upstreamFailed(cl, err, hasBody)
+		}
+		keep := c.head.KeepAlive && (c.body.done || !hasBody)
+		c.writeProblem(stdProblem(ctx, cl, err), keep)
+		return keep
+	}
+	keep := c.copyStdResponse(rt, m, resp, hasBody)
+	_ = resp.Body.Close()
+	c.watch.stop()
+	end := c.s.cfg.Clock.Now()
+	es.Done(end, end-now, resp.StatusCode < 500)
+	return keep && !c.watch.gone
+}
+
+// copyStdResponse writes an *http.Response to the HTTP/1.1 client.
+func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody bool) bool {
+	keep := c.head.KeepAlive && (!hasBody || c.body.done)
+	noBody := httpwire.NoBody(c.method[:m], resp.StatusCode)
+	b := httpwire.AppendStatusLine(c.wbuf[:0], resp.StatusCode, nil)
+	for k, vs := range resp.Header {
+		if staticHop([]byte(k)) || isFraming([]byte(k)) || removed([]byte(k), rt.ResponseRemove) {
+			continue
+		}
+		for _, v := range vs {
+			b = append(append(append(append(b, k...), ": "...), v...), "\r\n"...)
+		}
+	}
+	for _, f := range rt.ResponseAdd {
+		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	chunked := false
+	switch {
+	case noBody:
+	case resp.ContentLength >= 0 && len(resp.Trailer) == 0:
+		b = strconv.AppendInt(append(b, "Content-Length: "...), resp.ContentLength, 10)
+		b = append(b, "\r\n"...)
+	case c.head.Minor >= 1:
+		chunked = true
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	default:
+		keep = false
+	}
+	if !keep {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	c.wbuf = b
+	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	if _, err := c.bw.Write(b); err != nil {
+		return false
+	}
+	if noBody {
+		return keep && c.flush() == nil
+	}
+	var cw httpwire.ChunkedWriter
+	var w io.Writer = c.bw
+	if chunked {
+		cw.Reset(c.bw)
+		w = &cw
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		_ = c.flush()
+		return false
+	}
+	if chunked && cw.Close(fieldsOf(resp.Trailer)) != nil {
+		return false
+	}
+	return keep && c.flush() == nil
+}

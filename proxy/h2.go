@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"golang.org/x/net/http2"
+
+	"github.com/spillwayhq/spillway/httpserver"
+	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/request"
+)
+
+// serveH2 serves one HTTP/2 connection (h2 after ALPN, or h2c with prior
+// knowledge, in which case replay holds the bytes already read) with
+// x/net/http2's server: its framing, flow control and HPACK are the
+// reference implementation, and its per-stream handler is the engine
+// below, which fills the same View and builds the same upstream head as
+// the HTTP/1.1 engine.
+func (s *Server) serveH2(c net.Conn, replay net.Conn, secure bool) {
+	conn := c
+	if replay != nil {
+		conn = replay
+	}
+	h := &h2handler{s: s, secure: secure, peer: peerOf(c)}
+	h.trusted = trusted(s.cfg.TrustedProxies, h.peer.Addr())
+	s.h2.ServeConn(conn, &http2.ServeConnOpts{
+		Handler:    httpserver.Handler(h, s.cfg.BodyTimeout, s.cfg.SendTimeout),
+		BaseConfig: &http.Server{MaxHeaderBytes: s.cfg.Limits.MaxHeaderBytes},
+	})
+}
+
+// h2handler is the HTTP/2 engine for one connection.
+type h2handler struct {
+	s       *Server
+	secure  bool
+	trusted bool
+	peer    netip.AddrPort
+}
+
+// stdHeader is request.Header over an http.Header.
+type stdHeader http.Header
+
+func (h stdHeader) Get(name string) (string, bool) {
+	vs := http.Header(h).Values(name)
+	if len(vs) == 0 {
+		return "", false
+	}
+	return vs[0], true
+}
+
+func (h stdHeader) Values(name string, fn func(string) bool) {
+	for _, v := range http.Header(h).Values(name) {
+		if !fn(v) {
+			return
+		}
+	}
+}
+
+func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path, query, hasQ := strings.Cut(r.RequestURI, "?")
+	v := request.View{
+		Method: r.Method, Host: string(normalHost(nil, []byte(r.Host))), Path: path, Query: query,
+		Major: r.ProtoMajor, Minor: r.ProtoMinor, Secure: h.secure, Client: h.peer,
+		Header: stdHeader(r.Header),
+	}
+	rt, ok := h.s.route().Route(&v)
+	isHead := r.Method == http.MethodHead
+	if !ok {
+		problemNoRoute.writeHTTP(w, isHead)
+		return
+	}
+	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
+		problemBodyTooLarge.writeHTTP(w, isHead)
+		return
+	}
+	o := h.outbound(r, path, query, hasQ)
+	forwardStd(h.s, w, r, rt, o)
+}
+
+// outbound describes an HTTP/2 request for appendHead: its fields sorted
+// by name (a map has no order; sorting makes the upstream head
+// deterministic), Host first.
+func (h *h2handler) outbound(r *http.Request, path, query string, hasQ bool) *outbound {
+	o := &outbound{
+		method: []byte(r.Method), path: []byte(path), host: []byte(r.Host),
+		peer: h.peer, secure: h.secure, trusted: h.trusted, hop: staticHop,
+	}
+	if hasQ {
+		o.query = []byte(query)
+	}
+	names := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	o.fields = append(o.fields, httpwire.Field{Name: []byte("Host"), Value: []byte(r.Host)})
+	for _, k := range names {
+		for _, v := range r.Header[k] {
+			o.fields = append(o.fields, httpwire.Field{Name: []byte(k), Value: []byte(v)})
+		}
+	}
+	switch {
+	case r.ContentLength > 0 || r.ContentLength == 0 && r.Body != nil && r.Body != http.NoBody && bodyAllowedEmpty(o.method):
+		o.length = r.ContentLength
+	case r.ContentLength < 0:
+		o.length = bodyChunked
+	default:
+		o.length = bodyNone
+	}
+	return o
+}
+
+// staticHop is the hop-by-hop test for HTTP/2 requests: HTTP/2 forbids
+// connection-specific fields (x/net/http2 refuses them), so only the
+// fixed list applies.
+func staticHop(name []byte) bool {
+	for _, h := range hopByHop {
+		if httpwire.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+var hopByHop = []string{"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/spillwayhq/spillway/upstream"
+)
+
+// echo answers with what it received: method, target, selected headers
+// and the body.
+func echo(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.Header().Set("X-Seen-Host", r.Host)
+	fmt.Fprintf(w, "%s %s\n", r.Method, r.RequestURI)
+	for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded", "Connection", "X-Hop", "Te", "Keep-Alive", "Upgrade"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(v, " | "))
+		}
+	}
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		fmt.Fprintf(w, "id-len: %d\n", len(id))
+	}
+	fmt.Fprintf(w, "body: %q\n", b)
+}
+
+func TestProxyBasics(t *testing.T) {
+	noLeaks(t)
+	be := backend(t, http.HandlerFunc(echo))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), Upgrades: []string{"websocket"}}
+	addr, _ := startProxy(t, Config{}, one(rt))
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	// Keep-alive: three requests on one connection, hop-by-hop fields gone.
+	fmt.Fprint(c, "GET /a?x=1 HTTP/1.1\r\nHost: Example.COM:8080\r\nConnection: keep-alive, X-Hop\r\nX-Hop: secret\r\nKeep-Alive: timeout=5\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n")
+	resp, body := readResponse(t, br, "GET")
+	want := "GET /a?x=1\nX-Forwarded-For: 127.0.0.1\nX-Forwarded-Proto: http\nX-Forwarded-Host: Example.COM:8080\nForwarded: for=127.0.0.1;proto=http;host=\"Example.COM:8080\"\nid-len: 32\nbody: \"\"\n"
+	if resp.StatusCode != 200 || body != want {
+		t.Fatalf("got %d\n%s\nwant\n%s", resp.StatusCode, body, want)
+	}
+	if got := resp.Header.Get("X-Seen-Host"); got != "Example.COM:8080" {
+		t.Fatalf("backend saw Host %q", got)
+	}
+	fmt.Fprint(c, "POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello")
+	_, body = readResponse(t, br, "POST")
+	if !strings.HasSuffix(body, "body: \"hello\"\n") {
+		t.Fatalf("POST body: %s", body)
+	}
+	fmt.Fprint(c, "PUT /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+	_, body = readResponse(t, br, "PUT")
+	if !strings.HasSuffix(body, "body: \"abcde\"\n") {
+		t.Fatalf("chunked body: %s", body)
+	}
+}
+
+func TestMalformedRefused(t *testing.T) {
+	noLeaks(t)
+	hits := 0
+	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{}, one(rt))
+	cases := map[string]string{
+		"CL+TE":          "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"duplicate CL":   "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+		"TE chunked,id":  "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"obs-fold":       "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n",
+		"bare LF":        "GET / HTTP/1.1\nHost: a\n\n",
+		"bare LF inside": "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\nX-B: c\r\n\r\n",
+		"CR in value":    "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rc\r\n\r\n",
+		"NUL in value":   "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\x00c\r\n\r\n",
+		"no Host":        "GET / HTTP/1.1\r\n\r\n",
+	}
+	for name, req := range cases {
+		got := statusOf(raw(t, addr, req))
+		if !strings.HasPrefix(got, "HTTP/1.1 400 ") {
+			t.Errorf("%s: got %q, want a 400", name, got)
+		}
+	}
+	if hits != 0 {
+		t.Errorf("the backend saw %d malformed requests", hits)
+	}
+}

@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/spillwayhq/spillway/httpwire"
+)
+
+// copyBufs are the 32 KiB buffers bodies are streamed through: one per
+// exchange in progress, none per idle connection.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyResponse writes the upstream's response head and streams its body
+// to the client. It reports whether the connection may serve another
+// request.
+func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
+	r := &c.uresp
+	h := &r.Head
+	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive
+	noBody := httpwire.NoBody(c.method[:m], h.Status)
+	chunked := false
+	b := httpwire.AppendStatusLine(c.wbuf[:0], h.Status, h.Reason)
+	for i := range h.Fields {
+		f := &h.Fields[i]
+		if h.HopByHop(f.Name) || isFraming(f.Name) || removed(f.Name, rt.ResponseRemove) {
+			continue
+		}
+		b = httpwire.AppendField(b, f.Name, f.Value)
+	}
+	for _, f := range rt.ResponseAdd {
+		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+	}
+	switch {
+	case noBody:
+		if h.ContentLength >= 0 && h.Status != 204 && h.Status != 304 && h.Status >= 200 {
+			b = strconv.AppendInt(append(b, "Content-Length: "...), h.ContentLength, 10)
+			b = append(b, "\r\n"...)
+		}
+	case h.ContentLength >= 0:
+		b = strconv.AppendInt(append(b, "Content-Length: "...), h.ContentLength, 10)
+		b = append(b, "\r\n"...)
+	case c.head.Minor >= 1:
+		chunked = true
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	default:
+		keep = false // HTTP/1.0 client, no length: the body ends with the connection
+	}
+	// (c.head's scalars stay valid after the body was read; only its byte
+	// slices, which point into the read buffer, do not.)
+	if !keep {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	c.wbuf = b
+	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	if _, err := c.bw.Write(b); err != nil {
+		return false
+	}
+	if noBody {
+		return keep && c.flush() == nil
+	}
+	if !c.copyBody(chunked) {
+		return false
+	}
+	return keep
+}
+
+// copyBody streams the response body, re-framed as chunks when chunked.
+// It flushes whenever the upstream has nothing more at hand, so a stream
+// (server-sent events, a long poll) reaches the client as it is produced.
+func (c *h1conn) copyBody(chunked bool) bool {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var cw httpwire.ChunkedWriter
+	if chunked {
+		cw.Reset(c.bw)
+	}
+	for {
+		n, err := c.uresp.Body.Read(buf)
+		if n > 0 {
+			_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+			var werr error
+			if chunked {
+				_, werr = cw.Write(buf[:n])
+			} else {
+				_, werr = c.bw.Write(buf[:n])
+			}
+			if werr == nil && n < len(buf) && err == nil {
+				werr = c.bw.Flush()
+			}
+			if werr != nil {
+				return false
+			}
+		}
+		if err == io.EOF {
+			if chunked {
+				if cw.Close(c.uresp.Trailers()) != nil {
+					return false
+				}
+			}
+			return c.flush() == nil
+		}
+		if err != nil {
+			// The upstream failed mid-body: the head is gone, so the only
+			// honest signal left is to cut the connection (no last chunk).
+			_ = c.flush()
+			return false
+		}
+	}
+}
+
+func (c *h1conn) flush() error {
+	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	return c.bw.Flush()
+}

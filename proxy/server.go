@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/httpwire"
+)
+
+// Config is one HTTP listener's engine settings. Zero durations and sizes
+// take the defaults in brackets; a negative duration means none.
+type Config struct {
+	// HeaderTimeout bounds reading a request head once its first byte
+	// arrived [10s]; a client slower than that gets 408.
+	HeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a kept-alive
+	// connection [75s]; the connection is then closed silently.
+	IdleTimeout time.Duration
+	// BodyTimeout is the longest silence while reading a request body and
+	// SendTimeout while writing a response [60s each]: inactivity bounds,
+	// re-armed on every read and write, so a slow upload is cut and a
+	// large fast one is not.
+	BodyTimeout, SendTimeout time.Duration
+	// Limits bound a request head [32 KiB, 100 fields]: 431 beyond them.
+	Limits httpwire.Limits
+	// TrustedProxies are the peers whose X-Forwarded-* and Forwarded
+	// fields are kept and extended; from any other peer they are replaced.
+	TrustedProxies []netip.Prefix
+	// HTTP2 serves h2 (ALPN, on TLS) and h2c with prior knowledge (on
+	// plaintext). The h2c Upgrade mechanism is never honoured.
+	HTTP2 bool
+	// Clock gives the balancer its now [clock.NewReal()].
+	Clock clock.Clock
+	// Logger receives connection-level errors (never one line per
+	// request) [slog.Default()].
+	Logger *slog.Logger
+}
+
+// Server is the HTTP engines of one listener: it accepts connections,
+// terminates TLS when the listener is a TLS listener, and serves each
+// connection with the HTTP/1.1 engine or the HTTP/2 engine.
+type Server struct {
+	cfg    Config
+	router atomic.Pointer[routerBox]
+	h2     *http2.Server
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type routerBox struct{ r Router }
+
+// NewServer returns a Server routing with r.
+func NewServer(cfg Config, r Router) *Server {
+	if cfg.HeaderTimeout == 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 75 * time.Second
+	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = 60 * time.Second
+	}
+	if cfg.SendTimeout == 0 {
+		cfg.SendTimeout = 60 * time.Second
+	}
+	if cfg.Limits.MaxHeaderBytes == 0 {
+		cfg.Limits.MaxHeaderBytes = 32 << 10
+	}
+	if cfg.Limits.MaxFields == 0 {
+		cfg.Limits.MaxFields = 100
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewReal()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, conns: make(map[net.Conn]struct{})}
+	s.h2 = &http2.Server{
+		IdleTimeout:      positive(cfg.IdleTimeout),
+		MaxReadFrameSize: 1 << 20,
+		// MaxUploadBufferPerStream and connection bounds are x/net's
+		// defaults (1 MiB per stream, 250 concurrent streams).
+	}
+	s.SetRouter(r)
+	return s
+}
+
+// SetRouter makes r serve every request that starts from now on.
+func (s *Server) SetRouter(r Router) { s.router.Store(&routerBox{r}) }
+
+func (s *Server) route() Router { return s.router.Load().r }
+
+// Serve accepts connections on ln until it is closed or Shutdown is called;
+// it returns nil then. A *tls.Config listener (tls.NewListener) gets TLS
+// terminated per connection, after Accept, bounded by HeaderTimeout.
+func (s *Server) Serve(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.isClosed() {
+				return nil
+			}
+			// EMFILE, ECONNABORTED and the like: back off and go on,
+			// as net/http does, logging once per backoff step.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.cfg.Logger.Warn("proxy: accept", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if !s.track(c) {
+			_ = c.Close()
+			return nil
+		}
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Shutdown stops new connections (the caller closes the listeners), then
+// waits for open connections to finish until ctx ends, then closes them.
+// Part 2 of the gateway adds draining (Connection: close, GOAWAY).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// serveConn terminates TLS if needed and picks the engine.
+func (s *Server) serveConn(c net.Conn) {
+	defer s.untrack(c)
+	defer c.Close()
+	secure := false
+	if tc, ok := c.(*tls.Conn); ok {
+		secure = true
+		_ = tc.SetDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+		if tc.ConnectionState().NegotiatedProtocol == "h2" && s.cfg.HTTP2 {
+			s.serveH2(c, nil, true)
+			return
+		}
+	}
+	hc := newH1Conn(s, c, secure)
+	defer hc.release()
+	if !secure && s.cfg.HTTP2 {
+		if h2c, ok := hc.sniffPreface(); ok {
+			s.serveH2(c, h2c, false)
+			return
+		}
+	}
+	hc.serve()
+}
+
+// prefaceConn replays bytes already read from a connection.
+type prefaceConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (p *prefaceConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func positive(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return d
+}

@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/request"
+	"github.com/spillwayhq/spillway/upstream"
+)
+
+// Router maps a request to its route. The gateway implements it over a
+// route.Table built for one generation.
+type Router interface {
+	Route(v *request.View) (*Route, bool)
+}
+
+// Route is one compiled route: where its requests go and how they are
+// forwarded. Built once per generation, read concurrently, never changed.
+type Route struct {
+	Name    string
+	Cluster *Cluster
+
+	// ResponseHeaderTimeout bounds the wait from the end of the request to
+	// the upstream's response head; RequestTimeout the whole exchange. On a
+	// Streaming route IdleTimeout replaces RequestTimeout: the exchange
+	// lives while bytes move. Zero means none.
+	ResponseHeaderTimeout time.Duration
+	RequestTimeout        time.Duration
+	IdleTimeout           time.Duration
+	Streaming             bool
+
+	// Header changes, applied after the gateway's own fields: names in
+	// Remove are dropped (lowercase), then Add is appended.
+	RequestAdd     []Field
+	RequestRemove  []string
+	ResponseAdd    []Field
+	ResponseRemove []string
+
+	// RewritePrefix, when Prefix is set, replaces a matched path prefix.
+	Prefix, RewritePrefix string
+
+	// MaxBodyBytes bounds the request body (0: unlimited): a larger
+	// Content-Length is refused with 413 before any upstream work, a
+	// chunked body that grows past it is cut and answered 413.
+	MaxBodyBytes int64
+
+	// Upgrades lists the Upgrade tokens forwarded (lowercase, e.g.
+	// "websocket"); any other Upgrade request is refused with 400.
+	Upgrades []string
+}
+
+// Field is a header field the configuration adds (validated by config).
+type Field struct{ Name, Value string }
+
+// Cluster is one compiled upstream cluster.
+type Cluster struct {
+	Name   string
+	Set    *balancer.Set
+	Picker balancer.SetPicker
+
+	// Pools holds one upstream.Pool per endpoint address; the gateway
+	// replaces the map when endpoints change (copy on write).
+	Pools atomic.Pointer[map[string]*upstream.Pool]
+
+	// H2 is set for clusters spoken to in HTTP/2 (h2 or h2c): requests go
+	// through it instead of the HTTP/1.1 pools.
+	H2 http.RoundTripper
+
+	// Pre-built refusals naming the cluster.
+	noEndpoint, refused, timeout, reset, badResponse, poolFull *Problem
+}
+
+// Init builds the cluster's refusals; call it once after setting Name.
+func (c *Cluster) Init() {
+	c.noEndpoint = NewProblem(http.StatusServiceUnavailable, "no-healthy-endpoint", "no healthy endpoint in the cluster", c.Name)
+	c.refused = NewProblem(http.StatusBadGateway, "upstream-refused", "the upstream refused the connection", c.Name)
+	c.timeout = NewProblem(http.StatusGatewayTimeout, "upstream-timeout", "the upstream did not answer in time", c.Name)
+	c.reset = NewProblem(http.StatusBadGateway, "upstream-reset", "the upstream closed the connection before a complete response", c.Name)
+	c.badResponse = NewProblem(http.StatusBadGateway, "upstream-bad-response", "the upstream sent a malformed response", c.Name)
+	c.poolFull = NewProblem(http.StatusBadGateway, "upstream-pool-full", "every connection to the upstream is busy", c.Name)
+}
+
+// pool returns the endpoint's pool, or nil when it has none (an endpoint
+// removed between the pick and the lookup).
+func (c *Cluster) pool(addr string) *upstream.Pool {
+	m := c.Pools.Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[addr]
+}
+
+// problemFor maps an upstream error to the cluster's pre-built answer.
+func (c *Cluster) problemFor(err error) *Problem {
+	ue, ok := err.(*upstream.Error)
+	if !ok {
+		return c.reset
+	}
+	switch ue.Kind {
+	case upstream.KindRefused:
+		return c.refused
+	case upstream.KindTimeout:
+		return c.timeout
+	case upstream.KindBadResponse:
+		return c.badResponse
+	case upstream.KindPoolFull:
+		return c.poolFull
+	default:
+		return c.reset
+	}
+}
