@@ -149,3 +149,28 @@ func TestRequestHopByHop(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedRequests: heads and bodies on one connection split where
+// the framing says, each head parsed from where the last message ended.
+func TestPipelinedRequests(t *testing.T) {
+	stream := []byte(crlf("POST /1 HTTP/1.1|Host: h|Content-Length: 3||abc" +
+		"GET /2 HTTP/1.1|Host: h|Connection: Upgrade|Upgrade: websocket||" +
+		"PUT /3 HTTP/1.1|Host: h|Transfer-Encoding: chunked||"))
+	var h RequestHead
+	var got []string
+	for off := 0; off < len(stream); {
+		n, err := ParseRequestHead(stream[off:], &h, Limits{})
+		if err != nil {
+			t.Fatalf("at %d: %v", off, err)
+		}
+		got = append(got, fmt.Sprintf("%s %s CL=%d chunked=%v upgrade=%s", h.Method, h.Path, h.ContentLength, h.Chunked, show(h.Upgrade)))
+		off += n
+		if h.ContentLength > 0 {
+			off += int(h.ContentLength)
+		}
+	}
+	want := "POST /1 CL=3 chunked=false upgrade=<nil>|GET /2 CL=-1 chunked=false upgrade=websocket|PUT /3 CL=-1 chunked=true upgrade=<nil>"
+	if s := strings.Join(got, "|"); s != want {
+		t.Fatalf("got  %s\nwant %s", s, want)
+	}
+}
