@@ -23,9 +23,10 @@ var bodyBufs = sync.Pool{New: func() any { return new([bodyBufSize]byte) }}
 // The request is written whole (head, then the body streamed through a
 // pooled 32 KiB buffer, flushed after each read of Body) before the
 // response is read. A server may answer early (a 413) and stop reading:
-// when writing fails, RoundTrip still reads a response head from the
-// connection, and if one arrives it is delivered (with the connection
-// closed after it) instead of the write error. A write that blocks on a
+// when writing fails because the server closed or reset the connection,
+// RoundTrip still reads a response head from it, and if one arrives it is
+// delivered (the connection is closed after it) instead of the write error;
+// a write that times out or is canceled fails at once. A write that blocks on a
 // server that neither reads nor closes is bounded by WriteTimeout and ctx.
 //
 // A failure on a reused connection before any response byte arrived is

@@ -45,6 +45,10 @@ var errNoH2 = errors.New("server did not negotiate h2 by ALPN")
 // limit does not block new requests (StrictMaxConcurrentStreams false: a new
 // connection is opened). Response header lists are bounded by
 // Limits.MaxHeaderBytes plus 32 bytes per field of Limits.MaxFields.
+//
+// The result is an *http2.Transport: call its CloseIdleConnections when the
+// cluster goes away. A request's context cancels its stream (RST_STREAM),
+// not the shared connection.
 func NewH2Transport(cfg Config, cleartext bool) http.RoundTripper {
 	cfg = cfg.withDefaults()
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout}

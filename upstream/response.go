@@ -117,8 +117,10 @@ func (r *Response) Trailers() []httpwire.Field {
 // Hijack takes the connection after a 101 Switching Protocols response (or
 // a 2xx to CONNECT): the caller owns the returned conn, with no deadline set,
 // and its buffered reader, which may hold bytes the server sent after the
-// head. The pool forgets the connection. It returns nil, nil for any other
-// response, after Close or a second Hijack.
+// head. The pool forgets the connection, and the request's context no
+// longer watches it (if the context ended first, the connection is closed
+// already and its reads fail). It returns nil, nil for any other response,
+// after Close or a second Hijack.
 func (r *Response) Hijack() (net.Conn, *bufio.Reader) {
 	c := r.c
 	if c == nil || !r.hijack {
