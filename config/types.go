@@ -88,7 +88,7 @@ type Match struct {
 	Host    string        `yaml:"host" doc:"Host, exact (api.example.com) or a wildcard for one or more labels (*.example.com); the port is ignored." kind:"host"`
 	Hosts   []string      `yaml:"hosts" doc:"Several hosts, any of which matches; not with host." kind:"host"`
 	Path    string        `yaml:"path" doc:"Exact path; only one of path, prefix and regex." kind:"path"`
-	Prefix  string        `yaml:"prefix" doc:"Path prefix, on any character (/api matches /api, /api/ and /apiv2; write /api/ for the segment)." kind:"path"`
+	Prefix  string        `yaml:"prefix" doc:"Path prefix, on segment boundaries: /api matches /api, /api/ and /api/users, not /apiv2; a prefix ending in / matches everything under it." kind:"path"`
 	Regex   string        `yaml:"regex" doc:"Regular expression (RE2 syntax) the whole path must match." kind:"regex"`
 	Methods []string      `yaml:"methods" doc:"Request methods, any of which matches (upper-cased)." kind:"method"`
 	Headers []HeaderMatch `yaml:"headers" doc:"Header conditions, all of which must hold."`
