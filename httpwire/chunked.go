@@ -26,7 +26,9 @@ const (
 // (';' and then field-value characters; skipped), then CRLF; chunk data
 // ends in CRLF exactly. A chunk-size line is at most 4096 bytes and must
 // fit the reader's buffer. Trailers are parsed with the Limits given to
-// Reset and are available from Trailers after Read returns io.EOF.
+// Reset (MaxHeaderBytes bounds the trailer section, MaxFields its fields)
+// and are available from Trailers after Read returns io.EOF; a trailer
+// named Content-Length, Host or a hop-by-hop field is refused.
 //
 // A malformed body makes Read return an *Error (status 400; an engine
 // reading an upstream response answers 502 or resets the client's

@@ -38,6 +38,19 @@
 // is refused, since its sender broke a MUST and its framing cannot be
 // trusted.
 //
+// # Using it
+//
+// An engine parses a head with ParseRequestHead (or ParseResponseHead)
+// from its read buffer, answering an *Error with its Status and Reason
+// (Refusals lists them all, to build the answers in advance) and reading
+// more on ErrIncomplete. Framing says how the body is delimited: a
+// ChunkedReader decodes chunked bodies, ContentLength gives the others.
+// The engine writes the outgoing head with AppendRequestLine or
+// AppendStatusLine and AppendField, leaving out the fields HopByHop names
+// (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+// Transfer-Encoding, Upgrade and the Connection options), and re-frames
+// the body itself, with a ChunkedWriter when it is chunked.
+//
 // # Bounded
 //
 // Limits bound a head: MaxHeaderBytes (default 32 KiB) counts every byte
