@@ -195,3 +195,28 @@ func TestChunkedRoundTrip(t *testing.T) {
 		t.Fatalf("trailers %q", tr)
 	}
 }
+
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error)  { return 0, f.err }
+func (f failing) Write([]byte) (int, error) { return 0, f.err }
+
+// TestChunkedErrorsPassThrough: the underlying reader's and writer's own
+// errors reach the caller unchanged.
+func TestChunkedErrorsPassThrough(t *testing.T) {
+	boom := errors.New("connection reset")
+	var c ChunkedReader
+	c.Reset(bufio.NewReader(io.MultiReader(strings.NewReader("5\r\nhe"), failing{boom})), Limits{})
+	if got, err := io.ReadAll(&c); err != boom || string(got) != "he" {
+		t.Fatalf("ReadAll = %q %v, want \"he\" and the reader's error", got, err)
+	}
+	c.Reset(bufio.NewReader(failing{boom}), Limits{})
+	if _, err := c.Read(make([]byte, 1)); err != boom {
+		t.Fatalf("Read of a failing size line = %v, want the reader's error", err)
+	}
+	var w ChunkedWriter
+	w.Reset(bufio.NewWriterSize(failing{boom}, 16))
+	if _, err := w.Write(bytes.Repeat([]byte("x"), 40)); err != boom {
+		t.Fatalf("Write = %v, want the writer's error", err)
+	}
+}

@@ -94,10 +94,13 @@ var requestRefusals = []refusal{
 	{"Host with userinfo", "GET / HTTP/1.1|Host: u@a||", 400, "invalid Host"},
 	{"Host bad port", "GET / HTTP/1.1|Host: a:8x||", 400, "invalid Host"},
 	{"Host open bracket", "GET / HTTP/1.1|Host: [::1||", 400, "invalid Host"},
+	{"Host empty brackets", "GET / HTTP/1.1|Host: []||", 400, "invalid Host"},
+	{"Host junk after bracket", "GET / HTTP/1.1|Host: [::1]x||", 400, "invalid Host"},
 	{"Host mismatch", "GET http://a/ HTTP/1.1|Host: b||", 400, "Host differs from the target's authority"},
 	{"CONNECT Host mismatch", "CONNECT a:443 HTTP/1.1|Host: b:443||", 400, "Host differs from the target's authority"},
 	// Connection and Upgrade
 	{"Connection not tokens", "GET / HTTP/1.1|Host: a|Connection: a b||", 400, "invalid Connection field"},
+	{"33 Connection options", "GET / HTTP/1.1|Host: a|Connection: " + strings.Repeat("x,", 16) + "|Connection: " + strings.Repeat("y,", 17) + "||", 400, "too many Connection options"},
 	{"two Upgrades", "GET / HTTP/1.1|Host: a|Connection: upgrade|Upgrade: a|Upgrade: b||", 400, "duplicate Upgrade"},
 }
 
