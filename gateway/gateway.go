@@ -77,7 +77,14 @@ func (g *Gateway) buildListener(l *config.Listener) (*listener, error) {
 	out := &listener{cfg: l}
 	if l.Protocol == "tcp" {
 		cl := g.clusters[l.Cluster]
-		p, err := l4.New(l4.Config{Set: cl.px.Set, Picker: cl.px.Picker, Clock: g.clk, Logger: g.log})
+		maxConns := l.Limits.MaxConnections
+		if maxConns == 0 {
+			maxConns = -1 // 0 in the file: unlimited (l4 reads 0 as its default)
+		}
+		p, err := l4.New(l4.Config{
+			Set: cl.px.Set, Picker: cl.px.Picker, Clock: g.clk, Logger: g.log,
+			MaxConns: maxConns, // idle: l4's own 1 h (limits.idle_timeout is HTTP keep-alive)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", l.Name, err)
 		}
@@ -93,7 +100,7 @@ func (g *Gateway) buildListener(l *config.Listener) (*listener, error) {
 		HeaderTimeout: lim.HeaderTimeout.D(), IdleTimeout: lim.IdleTimeout.D(),
 		BodyTimeout: lim.BodyInactivity.D(), SendTimeout: lim.BodyInactivity.D(),
 		Limits:         httpwire.Limits{MaxHeaderBytes: int(lim.MaxHeaderBytes), MaxFields: lim.MaxHeaderCount},
-		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, Clock: g.clk, Logger: g.log,
+		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, MaxConns: lim.MaxConnections, Clock: g.clk, Logger: g.log,
 	}, r)
 	return out, nil
 }

@@ -90,3 +90,26 @@ func TestMalformedRefused(t *testing.T) {
 		t.Errorf("the backend saw %d malformed requests", hits)
 	}
 }
+
+func TestMaxConns(t *testing.T) {
+	noLeaks(t)
+	be := backend(t, http.HandlerFunc(echo))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, s := startProxy(t, Config{MaxConns: 1}, one(rt))
+	first, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	fmt.Fprint(first, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, _ := readResponse(t, bufio.NewReader(first), "GET"); resp.StatusCode != 200 {
+		t.Fatalf("first connection: %d", resp.StatusCode)
+	}
+	// The first connection is open (kept alive): a second is closed at once.
+	if got := raw(t, addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); got != "" {
+		t.Fatalf("second connection answered %q, want it closed", got)
+	}
+	if st := s.Stats(); st.Refused != 1 || st.Active != 1 {
+		t.Fatalf("stats %+v, want 1 refused, 1 active", st)
+	}
+}

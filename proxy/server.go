@@ -40,6 +40,10 @@ type Config struct {
 	// HTTP2 serves h2 (ALPN, on TLS) and h2c with prior knowledge (on
 	// plaintext). The h2c Upgrade mechanism is never honoured.
 	HTTP2 bool
+	// MaxConns bounds the connections served at once (0: unlimited): a
+	// connection accepted beyond it is closed at once, before any byte is
+	// read, and counted in Stats.Refused.
+	MaxConns int
 	// Clock gives the balancer its now [clock.NewReal()].
 	Clock clock.Clock
 	// Logger receives connection-level errors (never one line per
@@ -54,6 +58,8 @@ type Server struct {
 	cfg    Config
 	router atomic.Pointer[routerBox]
 	h2     *http2.Server
+
+	refused atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -124,23 +130,50 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		if !s.track(c) {
+		switch s.track(c) {
+		case trackClosed:
 			_ = c.Close()
 			return nil
+		case trackServe:
+			go s.serveConn(c)
 		}
-		go s.serveConn(c)
 	}
 }
 
-func (s *Server) track(c net.Conn) bool {
+// What track decided for an accepted connection.
+const (
+	trackServe  = iota // tracked: serve it
+	trackRefuse        // MaxConns are open: it was closed
+	trackClosed        // the Server is shut down
+)
+
+func (s *Server) track(c net.Conn) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return trackClosed
+	}
+	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+		s.refused.Add(1)
+		_ = c.Close()
+		return trackRefuse
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
-	return true
+	return trackServe
+}
+
+// Stats are a Server's counters.
+type Stats struct {
+	Active  int   // connections open now
+	Refused int64 // connections closed at once because MaxConns were open
+}
+
+// Stats returns the Server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Active: len(s.conns), Refused: s.refused.Load()}
 }
 
 func (s *Server) untrack(c net.Conn) {
