@@ -65,6 +65,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 			roundTrip(b, ctx, p, req, &resp, buf)
 		}
 	})
+	b.Run("upstream-cancelable-ctx", func(b *testing.B) {
+		p := NewPool(be.addr(), Config{})
+		defer p.Close()
+		req := get("GET", "/")
+		var resp Response
+		buf := make([]byte, 64)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		b.ReportAllocs()
+		for b.Loop() {
+			roundTrip(b, ctx, p, req, &resp, buf)
+		}
+	})
 	b.Run("net-http", func(b *testing.B) {
 		tr := &http.Transport{MaxIdleConnsPerHost: 64}
 		defer tr.CloseIdleConnections()
