@@ -68,6 +68,13 @@ func (h *RequestHead) Reset() {
 // Syntax errors are found as soon as the bytes that show them arrive;
 // errors that need the whole head (a missing Host, Content-Length with
 // Transfer-Encoding) when it is complete.
+//
+// Each call parses from the start of buf. An engine that called it after
+// every read would do quadratic work for a client sending a byte at a
+// time (half a billion byte steps for a 32 KiB head); it should parse
+// again only when the newly read bytes hold an LF, since only a line's end
+// can complete a head or show a new error. Then a head costs at most
+// MaxFields + 6 parses, as every further line ends it with a 431.
 func ParseRequestHead(buf []byte, h *RequestHead, lim Limits) (int, error) {
 	h.Reset()
 	maxBytes, maxFields := lim.resolve()
