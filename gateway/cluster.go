@@ -62,6 +62,13 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 	case "http2":
 		cl.px.H2 = upstream.NewH2Transport(cl.ucfg, false)
 	}
+	if ocfg, ok := c.OutlierConfig(); ok {
+		d, err := health.NewDetector(ocfg)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
+		}
+		cl.px.Outlier = &proxy.Outlier{Detector: d}
+	}
 	if check := c.HealthCheck(); check != nil {
 		acfg, _ := c.ActiveConfig()
 		ch, err := health.NewChecker(check, acfg, health.CheckerOptions{
@@ -112,6 +119,9 @@ func (cl *cluster) update(eps []balancer.Endpoint) {
 		}
 	}
 	cl.pools = next
+	if o := cl.px.Outlier; o != nil {
+		o.Detector.SetHosts(addrs)
+	}
 	if cl.checker != nil {
 		cl.checker.SetTargets(addrs)
 	}

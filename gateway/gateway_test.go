@@ -105,3 +105,42 @@ clusters:
 		t.Fatalf("admin /ready: %d", code)
 	}
 }
+
+// TestOutlierEjects: an endpoint answering 500s is ejected after
+// consecutive_5xx of them, and the rest of the traffic goes to the other.
+func TestOutlierEjects(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	good := named(t, "good")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad", http.StatusInternalServerError)
+	})}
+	go func() { _ = bad.Serve(ln) }()
+	t.Cleanup(func() { _ = bad.Close() })
+	g := start(t, `
+version: 1
+admin: {address: off}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes: [{cluster: app}]
+clusters:
+  - name: app
+    picker: round_robin
+    endpoints: ["`+good+`", "`+ln.Addr().String()+`"]
+    health: {outlier: {consecutive_5xx: 3, base_ejection_time: 1h, max_ejection_percent: 50}}
+`)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	fails := 0
+	for i := 0; i < 40; i++ {
+		if code, _ := get(t, c, "http://"+g.Addr("web")+"/"); code == 500 {
+			fails++
+		}
+	}
+	if fails != 3 {
+		t.Fatalf("%d answers of 500, want exactly 3 (then the endpoint is ejected)", fails)
+	}
+}

@@ -39,24 +39,26 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	err = pool.RoundTrip(ctx, &c.ureq, &c.uresp)
 	if err != nil {
 		c.watch.stop()
-		end := c.s.cfg.Clock.Now()
+		how := endUpstream
 		if c.watch.gone || c.body.err != nil {
-			es.Done(end, -1, false) // the client's fault: no latency sample
-		} else {
-			es.Done(end, end-now, false)
+			how = endClient
 		}
+		cl.finish(es, now, c.s.cfg.Clock.Now(), 0, how)
 		return c.upstreamFailed(cl, err, hasBody)
 	}
 	if c.uresp.Head.Status == 101 {
 		c.watch.stop()
-		es.Done(c.s.cfg.Clock.Now(), -1, true)
+		cl.finish(es, now, c.s.cfg.Clock.Now(), 101, endOK)
 		c.tunnel(rt)
 		return false
 	}
 	keep := c.copyResponse(rt, m, hasBody)
 	c.watch.stop()
-	end := c.s.cfg.Clock.Now()
-	es.Done(end, end-now, c.uresp.Head.Status < 500)
+	how := endOK
+	if c.watch.gone {
+		how = endClient
+	}
+	cl.finish(es, now, c.s.cfg.Clock.Now(), c.uresp.Head.Status, how)
 	c.uresp.Close()
 	return keep && !c.watch.gone
 }

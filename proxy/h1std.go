@@ -45,8 +45,11 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	resp, err := cl.H2.RoundTrip(req)
 	if err != nil {
 		c.watch.stop()
-		end := c.s.cfg.Clock.Now()
-		es.Done(end, end-now, false)
+		how := endUpstream
+		if c.watch.gone || c.body.err != nil {
+			how = endClient
+		}
+		cl.finish(es, now, c.s.cfg.Clock.Now(), 0, how)
 		if c.watch.gone || c.body.err != nil {
 			return c.upstreamFailed(cl, err, hasBody)
 		}
@@ -57,8 +60,11 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	keep := c.copyStdResponse(rt, m, resp, hasBody)
 	_ = resp.Body.Close()
 	c.watch.stop()
-	end := c.s.cfg.Clock.Now()
-	es.Done(end, end-now, resp.StatusCode < 500)
+	how := endOK
+	if c.watch.gone {
+		how = endClient
+	}
+	cl.finish(es, now, c.s.cfg.Clock.Now(), resp.StatusCode, how)
 	return keep && !c.watch.gone
 }
 

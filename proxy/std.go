@@ -28,20 +28,24 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, rt *Route, o 
 	ctx, cancel := stdContext(r.Context(), rt)
 	defer cancel()
 	es.Start()
-	var ok bool
+	status := 0
 	if cl.H2 != nil {
-		ok = forwardH2(ctx, w, r, rt, head, es.Addr())
+		status = forwardH2(ctx, w, r, rt, head, es.Addr())
 	} else if pool := cl.pool(es.Addr()); pool != nil {
-		ok = forwardH1(ctx, w, r, rt, o, head, pool)
+		status = forwardH1(ctx, w, r, rt, o, head, pool)
 	} else {
 		cl.noEndpoint.writeHTTP(w, isHead)
-	}
-	end := s.cfg.Clock.Now()
-	if r.Context().Err() != nil {
-		es.Done(end, -1, false) // the client went away: no sample
+		es.Done(now, -1, false)
 		return
 	}
-	es.Done(end, end-now, ok)
+	how := endOK
+	switch {
+	case r.Context().Err() != nil:
+		how = endClient // the client went away: no sample
+	case status == 0:
+		how = endUpstream
+	}
+	cl.finish(es, now, s.cfg.Clock.Now(), status, how)
 }
 
 func stdContext(parent context.Context, rt *Route) (context.Context, context.CancelFunc) {
@@ -52,12 +56,12 @@ func stdContext(parent context.Context, rt *Route) (context.Context, context.Can
 }
 
 // forwardH2 sends the request through the cluster's HTTP/2 transport.
-func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string) bool {
+func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string) int {
 	cl := rt.Cluster
 	req, err := stdRequest(ctx, head, addr, r.Body, r.ContentLength)
 	if err != nil {
 		cl.badResponse.writeHTTP(w, r.Method == http.MethodHead)
-		return false
+		return 0
 	}
 	if r.Header.Get("Te") == "trailers" {
 		req.Header["Te"] = []string{"trailers"}
@@ -66,7 +70,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	resp, err := cl.H2.RoundTrip(req)
 	if err != nil {
 		stdProblem(ctx, cl, err).writeHTTP(w, r.Method == http.MethodHead)
-		return false
+		return 0
 	}
 	defer resp.Body.Close()
 	copyHeader(w.Header(), resp.Header, rt)
@@ -78,11 +82,11 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	for k, vs := range resp.Trailer {
 		w.Header()[http.TrailerPrefix+k] = vs
 	}
-	return resp.StatusCode < 500
+	return resp.StatusCode
 }
 
 // forwardH1 sends an HTTP/2 client's request to an HTTP/1.1 pool.
-func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool) bool {
+func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool) int {
 	cl := rt.Cluster
 	ureq := upstream.Request{
 		Method: o.method, Head: head, Replayable: o.length == bodyNone,
@@ -101,7 +105,7 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	defer resp.Close()
 	if err := pool.RoundTrip(ctx, &ureq, &resp); err != nil {
 		stdProblem(ctx, cl, err).writeHTTP(w, r.Method == http.MethodHead)
-		return false
+		return 0
 	}
 	h := w.Header()
 	for i := range resp.Head.Fields {
@@ -124,7 +128,7 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 			h[http.TrailerPrefix+string(f.Name)] = append(h[http.TrailerPrefix+string(f.Name)], string(f.Value))
 		}
 	}
-	return resp.Head.Status < 500
+	return resp.Head.Status
 }
 
 // stdProblem maps a failed exchange to its refusal: the route's timeout

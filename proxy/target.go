@@ -68,6 +68,9 @@ type Cluster struct {
 	// through it instead of the HTTP/1.1 pools.
 	H2 http.RoundTripper
 
+	// Outlier, when set, ejects endpoints that fail real requests.
+	Outlier *Outlier
+
 	// Pre-built refusals naming the cluster.
 	noEndpoint, refused, timeout, reset, badResponse, poolFull *Problem
 }
