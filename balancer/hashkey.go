@@ -68,17 +68,7 @@ func (p HashPolicy) Key(r *http.Request) (uint64, bool) {
 // place without allocating (http.Request.Cookie builds every cookie).
 func cookieValue(h http.Header, name string) string {
 	for _, line := range h["Cookie"] {
-		for line != "" {
-			var part string
-			part, line, _ = strings.Cut(line, ";")
-			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if !ok || strings.TrimSpace(k) != name {
-				continue
-			}
-			v = strings.TrimSpace(v)
-			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
-			}
+		if v := cookieIn(line, name); v != "" {
 			return v
 		}
 	}

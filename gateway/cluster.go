@@ -53,6 +53,9 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 	if cl.ucfg.MaxIdle == 0 {
 		cl.ucfg.MaxIdle = -1 // 0 in the file: keep none (the library reads 0 as its default)
 	}
+	if hp, ok := c.HashPolicy(); ok && c.TableBuilder() != nil {
+		cl.px.Hash, cl.px.Table = &hp, c.TableBuilder()
+	}
 	cl.px.Init()
 	empty := map[string]*upstream.Pool{}
 	cl.px.Pools.Store(&empty)

@@ -144,3 +144,44 @@ clusters:
 		t.Fatalf("%d answers of 500, want exactly 3 (then the endpoint is ejected)", fails)
 	}
 }
+
+// TestRingHashSticks: with picker ring_hash on a header, every request of
+// one user reaches one backend, and users spread over both.
+func TestRingHashSticks(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	a, b := named(t, "a"), named(t, "b")
+	g := start(t, `
+version: 1
+admin: {address: off}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes: [{cluster: app}]
+clusters:
+  - {name: app, picker: ring_hash, hash_key: {header: X-User}, endpoints: ["`+a+`", "`+b+`"]}
+`)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	backends := map[string]bool{}
+	for u := 0; u < 20; u++ {
+		first := ""
+		for i := 0; i < 5; i++ {
+			req, _ := http.NewRequest("GET", "http://"+g.Addr("web")+"/", nil)
+			req.Header.Set("X-User", fmt.Sprint("user-", u))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if first == "" {
+				first = string(body)
+			} else if string(body) != first {
+				t.Fatalf("user-%d reached %q then %q", u, first, body)
+			}
+		}
+		backends[first] = true
+	}
+	if len(backends) != 2 {
+		t.Fatalf("20 users all on %v", backends)
+	}
+}

@@ -18,7 +18,7 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		return c.forwardH2(rt, m)
 	}
 	now := c.s.cfg.Clock.Now()
-	es, err := cl.Set.Pick(now, cl.Picker)
+	es, err := cl.pick(now, &c.view)
 	var pool *upstream.Pool
 	if err == nil {
 		pool = cl.pool(es.Addr())

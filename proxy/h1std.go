@@ -16,7 +16,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	cl := rt.Cluster
 	hasBody := c.out.length > 0 || c.out.length == bodyChunked
 	now := c.s.cfg.Clock.Now()
-	es, err := cl.Set.Pick(now, cl.Picker)
+	es, err := cl.pick(now, &c.view)
 	if err != nil {
 		keep := c.head.KeepAlive && !hasBody
 		c.writeProblem(cl.noEndpoint, keep)

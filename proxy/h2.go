@@ -78,7 +78,7 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := h.outbound(r, path, query, hasQ)
-	forwardStd(h.s, w, r, rt, o)
+	forwardStd(h.s, w, r, &v, rt, o)
 }
 
 // outbound describes an HTTP/2 request for appendHead: its fields sorted

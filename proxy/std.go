@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
 
@@ -15,11 +16,11 @@ import (
 // HTTP/2 cluster through its transport (gRPC end to end, trailers both
 // ways), or to an HTTP/1.1 cluster through its pools. The upstream head is
 // built by appendHead, as for the HTTP/1.1 engine.
-func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound) {
+func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound) {
 	cl := rt.Cluster
 	isHead := r.Method == http.MethodHead
 	now := s.cfg.Clock.Now()
-	es, err := cl.Set.Pick(now, cl.Picker)
+	es, err := cl.pick(now, v)
 	if err != nil {
 		cl.noEndpoint.writeHTTP(w, isHead)
 		return

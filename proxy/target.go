@@ -47,7 +47,8 @@ type Route struct {
 	MaxBodyBytes int64
 
 	// Upgrades lists the Upgrade tokens forwarded (lowercase, e.g.
-	// "websocket"); any other Upgrade request is refused with 400.
+	// "websocket"); any other Upgrade request is refused with 400, and so
+	// is h2c even when listed (the h2c upgrade is never honoured).
 	Upgrades []string
 }
 
@@ -67,6 +68,12 @@ type Cluster struct {
 	// H2 is set for clusters spoken to in HTTP/2 (h2 or h2c): requests go
 	// through it instead of the HTTP/1.1 pools.
 	H2 http.RoundTripper
+
+	// Hash, when set, sends requests with the same key to the same
+	// endpoint through Table (a ring hash or Maglev builder listed in the
+	// Set's config); requests without a key go to Picker.
+	Hash  *balancer.HashPolicy
+	Table balancer.TableBuilder
 
 	// Outlier, when set, ejects endpoints that fail real requests.
 	Outlier *Outlier
