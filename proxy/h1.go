@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"net"
 	"net/netip"
@@ -127,16 +128,23 @@ func (c *h1conn) readHead() (int, error) {
 		}
 	}
 	_ = c.c.SetReadDeadline(deadline(cfg.HeaderTimeout))
+	// Parse again only when new bytes hold an LF (a head ends with one):
+	// a client trickling a head byte by byte costs linear time, not
+	// quadratic.
+	seen := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
-		n, err := httpwire.ParseRequestHead(buf, &c.head, cfg.Limits)
-		if err != httpwire.ErrIncomplete {
-			return n, err
+		if seen == 0 || bytes.IndexByte(buf[seen:], '\n') >= 0 {
+			n, err := httpwire.ParseRequestHead(buf, &c.head, cfg.Limits)
+			if err != httpwire.ErrIncomplete {
+				return n, err
+			}
 		}
-		if c.br.Buffered() >= cfg.Limits.MaxHeaderBytes {
+		seen = len(buf)
+		if seen >= cfg.Limits.MaxHeaderBytes {
 			return 0, errHeadTooLarge
 		}
-		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+		if _, err := c.br.Peek(seen + 1); err != nil {
 			if isTimeout(err) {
 				return 0, errHeadTimeout
 			}
