@@ -37,6 +37,17 @@ func TestAllocRoundTrip(t *testing.T) {
 	if s := p.Stats(); s.Dials != 1 {
 		t.Errorf("Stats = %+v, want every exchange on the one connection", s)
 	}
+	// A peek at every reuse (as for connections idle 100 ms and more) is a
+	// system call but no allocation.
+	p.staleCheck = 0
+	allocs = testing.AllocsPerRun(200, func() { roundTrip(t, ctx, p, req, &resp, buf) })
+	if allocs != 0 && !raceEnabled {
+		t.Errorf("with the stale-connection peek: %v allocations, want 0", allocs)
+	}
+	if s := p.Stats(); s.Dials != 1 || s.Stale != 0 {
+		t.Errorf("Stats = %+v, want one connection, never found stale", s)
+	}
+	p.staleCheck = staleCheckAfter
 	// With a context that can end, context.AfterFunc allocates (its own
 	// context and stop function): a bounded, known cost.
 	cctx, cancel := context.WithCancel(ctx)

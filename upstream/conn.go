@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
@@ -29,6 +30,13 @@ type conn struct {
 
 	idleTimer *time.Timer // fires expire; stopped while in use
 	idleSince time.Time   // guarded by pool.mu
+
+	// raw is the TCP socket under nc, for peerGone's peek; nil when nc has
+	// none. peekFn is c.peek as a func value, made once.
+	raw    syscall.RawConn
+	peekFn func(fd uintptr) bool
+	peeked peekResult
+	peekB  [1]byte
 
 	// deadline says a read or write deadline may be set on nc, to clear
 	// before the next exchange.
@@ -59,6 +67,8 @@ func (p *Pool) dial(ctx context.Context) (*conn, error) {
 		bw:   bufio.NewWriterSize(nc, writeBufSize),
 	}
 	c.cancelFn = c.cancel
+	c.peekFn = c.peek
+	c.raw = rawConn(nc)
 	c.idleTimer = time.AfterFunc(time.Hour, c.expire)
 	c.idleTimer.Stop()
 	return c, nil
@@ -105,3 +115,48 @@ func (c *conn) clearDeadlines() {
 		c.deadline = false
 	}
 }
+
+// rawConn returns the socket under nc (a TCP connection, or TLS over one),
+// or nil.
+func rawConn(nc net.Conn) syscall.RawConn {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return raw
+}
+
+// peerGone reports whether the server closed or reset the idle connection,
+// or sent bytes on it unasked (a 408 before closing, say): either way it
+// cannot carry an exchange. It peeks without blocking and without
+// consuming.
+func (c *conn) peerGone() bool {
+	if c.br.Buffered() > 0 {
+		return true
+	}
+	if c.raw == nil {
+		return false
+	}
+	c.peeked = peekUnknown
+	if err := c.raw.Read(c.peekFn); err != nil {
+		return true
+	}
+	return c.peeked != peekIdle
+}
+
+// peekResult is what peek saw on an idle connection.
+type peekResult uint8
+
+const (
+	peekUnknown peekResult = iota
+	peekIdle               // nothing to read: usable
+	peekClosed             // EOF or an error: the server closed or reset it
+	peekBytes              // bytes nobody asked for
+)

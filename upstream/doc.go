@@ -19,6 +19,18 @@
 // After a 101 Switching Protocols, Hijack hands the connection over
 // instead (WebSocket).
 //
+// # Stale connections
+//
+// A server may close a keep-alive connection while it sits idle. No
+// goroutine watches idle connections; instead, one idle 100 ms or more is
+// peeked at without blocking when taken (one system call, skipped for busy
+// connections): a close, a reset or bytes nobody asked for (a 408) and it is
+// closed, counted in Stats().Stale, and another taken. A close that races
+// the request (or one on a connection reused within 100 ms) is met by the
+// exchange: before any response byte, a replayable request is retried once
+// on a new connection, anything else fails with KindReset. Bytes after a
+// response's end (a server out of step) also keep the connection from reuse.
+//
 // # Cancellation and timeouts
 //
 // The request's context closes the connection the moment it ends

@@ -32,8 +32,18 @@ type Pool struct {
 	waiters []*waiter // guarded by mu: FIFO of RoundTrips waiting under MaxConns
 	closed  bool      // guarded by mu
 
-	dials, dialFailures, reused atomic.Uint64
+	// staleCheck: a connection idle at least this long is checked for a
+	// close (or stray bytes) from the server before it is reused (one
+	// non-blocking peek, a system call); immutable after NewPool.
+	staleCheck time.Duration
+
+	dials, dialFailures, reused, stale atomic.Uint64
 }
+
+// staleCheckAfter is the idle time after which a connection is peeked at
+// before reuse. Busy connections (reused within it) skip the system call;
+// a quiet one is where a server's keep-alive timeout may have closed it.
+const staleCheckAfter = 100 * time.Millisecond
 
 // waiter is one RoundTrip waiting for a connection under MaxConns. Its
 // channel (capacity 1, so handing over never blocks under mu) receives
@@ -47,15 +57,17 @@ type PoolStats struct {
 	InUse   int // Open − Idle
 	Waiting int // RoundTrips waiting for a connection under MaxConns
 	// Dials counts dial attempts, DialFailures those that failed, Reused the
-	// exchanges sent on a connection taken from the idle list.
-	Dials, DialFailures, Reused uint64
+	// exchanges sent on a connection taken from the idle list, Stale the
+	// idle connections found closed by the server (or holding stray bytes)
+	// when taken, and closed instead of reused.
+	Dials, DialFailures, Reused, Stale uint64
 }
 
 // NewPool returns an empty pool of connections to addr ("host:port"); cfg's
 // zero fields take their defaults. With cfg.TLS set and no ServerName in
 // it, the host part of addr is the server name verified.
 func NewPool(addr string, cfg Config) *Pool {
-	p := &Pool{addr: addr, cfg: cfg.withDefaults()}
+	p := &Pool{addr: addr, cfg: cfg.withDefaults(), staleCheck: staleCheckAfter}
 	if cfg.TLS != nil {
 		p.tls = cfg.TLS.Clone()
 		if p.tls.ServerName == "" {
@@ -77,6 +89,7 @@ func (p *Pool) Stats() PoolStats {
 	p.mu.Unlock()
 	s.InUse = s.Open - s.Idle
 	s.Dials, s.DialFailures, s.Reused = p.dials.Load(), p.dialFailures.Load(), p.reused.Load()
+	s.Stale = p.stale.Load()
 	return s
 }
 
@@ -109,19 +122,27 @@ func (p *Pool) get(ctx context.Context, fresh bool) (c *conn, reused bool, err e
 			p.mu.Unlock()
 			return nil, false, &Error{Kind: KindRefused, Op: "get connection", Err: ErrPoolClosed}
 		}
+		c = nil
 		var evict *conn
+		var idleFor time.Duration
 		if n := len(p.idle); n > 0 && (!fresh || p.fullLocked()) {
 			c = p.idle[n-1]
 			p.idle[n-1] = nil
 			p.idle = p.idle[:n-1]
 			c.idleTimer.Stop()
-			if fresh || time.Since(c.idleSince) >= p.cfg.IdleTimeout {
+			if idleFor = time.Since(c.idleSince); fresh || idleFor >= p.cfg.IdleTimeout {
 				evict, c = c, nil // expired, or makes room for a fresh one
 				p.open--
 			}
 		}
 		if c != nil {
 			p.mu.Unlock()
+			if idleFor >= p.staleCheck && c.peerGone() {
+				p.stale.Add(1)
+				c.close()
+				p.dropSlot()
+				continue
+			}
 			p.reused.Add(1)
 			return c, true, nil
 		}

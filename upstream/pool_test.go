@@ -116,6 +116,7 @@ func TestStaleConnRetriedWhenReplayable(t *testing.T) {
 	b := closingBackend(t)
 	p := NewPool(b.addr(), Config{})
 	defer p.Close()
+	p.staleCheck = time.Hour // no peek: the exchange meets the stale connection
 	if _, _, err := do(t, p, get("GET", "/")); err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +135,7 @@ func TestStaleConnNotReplayableIsReset(t *testing.T) {
 	b := closingBackend(t)
 	p := NewPool(b.addr(), Config{})
 	defer p.Close()
+	p.staleCheck = time.Hour // no peek: the exchange meets the stale connection
 	if _, _, err := do(t, p, get("GET", "/")); err != nil {
 		t.Fatal(err)
 	}
@@ -225,5 +227,65 @@ func TestClosedPoolRefuses(t *testing.T) {
 	_, _, err := do(t, p, get("GET", "/"))
 	if e := wantKind(t, err, KindRefused); e.Err != ErrPoolClosed {
 		t.Errorf("cause %v, want ErrPoolClosed", e.Err)
+	}
+}
+
+func TestStaleConnFoundBeforeReuse(t *testing.T) {
+	checkLeaks(t)
+	b := closingBackend(t)
+	p := NewPool(b.addr(), Config{})
+	defer p.Close()
+	p.staleCheck = 0 // peek at every reuse
+	if _, _, err := do(t, p, get("GET", "/")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backend closes the first connection", func() bool { return len(b.open()) == 0 })
+	req := get("POST", "/")
+	req.Replayable = false // not replayable, yet it succeeds: never sent on the stale one
+	if st, _, err := do(t, p, req); err != nil || st != 200 {
+		t.Fatalf("%d %v, want 200 on a new connection", st, err)
+	}
+	if s := p.Stats(); s.Stale != 1 || s.Dials != 2 || s.Reused != 0 {
+		t.Errorf("Stats = %+v, want 1 stale found, 2 dials, no reuse", s)
+	}
+}
+
+func TestStrayBytes(t *testing.T) {
+	checkLeaks(t)
+	cases := []struct {
+		name  string
+		after string // sent after the answer
+		sep   bool   // in a second write, after the client got the answer
+	}{
+		{"in the same write", "EXTRA", false},
+		{"an unasked 408 while idle", "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n", true},
+	}
+	for _, tc := range cases {
+		answered, sent := make(chan struct{}), make(chan struct{}, 2)
+		b := newBackend(t, readHeadThen(func(c net.Conn, br *bufio.Reader) {
+			if !tc.sep {
+				io.WriteString(c, okHello+tc.after)
+			} else {
+				io.WriteString(c, okHello)
+				<-answered
+				io.WriteString(c, tc.after) // on loopback, in the client's socket when Write returns
+			}
+			sent <- struct{}{}
+			io.Copy(io.Discard, br)
+		}))
+		p := NewPool(b.addr(), Config{})
+		p.staleCheck = 0
+		if st, body, err := do(t, p, get("GET", "/")); err != nil || st != 200 || body != "hello" {
+			t.Fatalf("%s: %d %q %v", tc.name, st, body, err)
+		}
+		close(answered)
+		<-sent
+		if st, _, err := do(t, p, get("GET", "/")); err != nil || st != 200 {
+			t.Errorf("%s: second request %d %v, want 200 on a new connection", tc.name, st, err)
+		}
+		if s := p.Stats(); s.Dials != 2 {
+			t.Errorf("%s: Stats = %+v, want 2 dials (the first connection not reused)", tc.name, s)
+		}
+		p.Close()
 	}
 }

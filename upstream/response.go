@@ -88,6 +88,9 @@ func (r *Response) Close() {
 			c.br.Discard(int(r.remain))
 		}
 	}
+	if reuse && c.br.Buffered() > 0 {
+		reuse = false // bytes beyond the response: the server is out of step
+	}
 	if r.stop != nil {
 		if !r.stop() {
 			reuse = false // the context ended: the connection is closed
