@@ -107,7 +107,9 @@ func trusted(list []netip.Prefix, a netip.Addr) bool {
 }
 
 // allowedUpgrade reports whether every token of an Upgrade value is in the
-// route's allowlist (lowercase tokens).
+// route's allowlist (lowercase tokens). h2c never is, even when listed:
+// the deprecated h2c upgrade (RFC 9113 retires it) would turn the
+// connection into a tunnel to one backend, past routing.
 func allowedUpgrade(allow []string, v []byte) bool {
 	ok := false
 	for len(v) > 0 {
@@ -115,6 +117,9 @@ func allowedUpgrade(allow []string, v []byte) bool {
 		tok, v = nextToken(v)
 		if len(tok) == 0 {
 			continue
+		}
+		if httpwire.EqualFold(tok, "h2c") {
+			return false
 		}
 		found := false
 		for _, a := range allow {
