@@ -185,7 +185,14 @@ func (c *h1conn) serveOne() bool {
 		return false
 	}
 	var upgrade []byte
-	if c.head.Upgrade != nil {
+	switch {
+	case c.head.Upgrade == nil:
+	case httpwire.EqualFold(c.head.Upgrade, "h2c"):
+		// The deprecated h2c upgrade (RFC 9113 retires it) is ignored, as
+		// a server may ignore any Upgrade: the request goes on in HTTP/1.1
+		// (curl --http2 on http:// then still works). Switching would make
+		// the connection a tunnel to one backend, past routing.
+	default:
 		if !allowedUpgrade(rt.Upgrades, c.head.Upgrade) {
 			c.writeProblem(problemUpgrade, keep)
 			return keep

@@ -113,3 +113,36 @@ func TestMaxConns(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 refused, 1 active", st)
 	}
 }
+
+// TestTransferCodingsKept: a body the upstream sent as "gzip, chunked" is
+// dechunked and re-chunked, and keeps its gzip coding on the way out.
+func TestTransferCodingsKept(t *testing.T) {
+	noLeaks(t)
+	be := rawServer(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		if !skipHead(br) {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+	})
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{}, one(rt))
+	resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(resp, "\r\nTransfer-Encoding: gzip, chunked\r\n") || !strings.HasSuffix(resp, "\r\n\r\n3\r\nabc\r\n0\r\n\r\n") {
+		t.Fatalf("response:\n%q", resp)
+	}
+}
+
+// TestH2CUpgradeIgnored: the deprecated h2c Upgrade is not honoured: the
+// request is answered in HTTP/1.1 and the backend never sees the Upgrade.
+func TestH2CUpgradeIgnored(t *testing.T) {
+	noLeaks(t)
+	be := backend(t, http.HandlerFunc(echo))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{HTTP2: true}, one(rt))
+	resp := raw(t, addr, "GET /u HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings, close\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+	if statusOf(resp) != "HTTP/1.1 200 OK" || strings.Contains(resp, "Upgrade: h2c") || strings.Contains(resp, "Http2-Settings") {
+		t.Fatalf("response:\n%s", resp)
+	}
+}

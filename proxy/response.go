@@ -43,7 +43,7 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 		b = append(b, "\r\n"...)
 	case c.head.Minor >= 1:
 		chunked = true
-		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+		b = appendTE(b, h.TransferEncoding)
 	default:
 		keep = false // HTTP/1.0 client, no length: the body ends with the connection
 	}
@@ -115,4 +115,18 @@ func (c *h1conn) copyBody(chunked bool) bool {
 func (c *h1conn) flush() error {
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	return c.bw.Flush()
+}
+
+// appendTE writes the Transfer-Encoding of a re-chunked body: chunked,
+// after the upstream's other codings (gzip, …), which the body still has.
+func appendTE(b, te []byte) []byte {
+	b = append(b, "Transfer-Encoding: "...)
+	for len(te) > 0 {
+		var tok []byte
+		tok, te = nextToken(te)
+		if len(tok) > 0 && !httpwire.EqualFold(tok, "chunked") {
+			b = append(append(b, tok...), ", "...)
+		}
+	}
+	return append(b, "chunked\r\n"...)
 }
