@@ -115,26 +115,14 @@ func (p *Pool) Close() {
 // get returns a connection to send an exchange on: the most recently used
 // idle one (reused true) unless fresh is set, else a new one — when MaxConns
 // allows, else after a wait for a release.
-func (p *Pool) get(ctx context.Context, fresh bool) (c *conn, reused bool, err error) {
+func (p *Pool) get(ctx context.Context, fresh bool) (*conn, bool, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, false, &Error{Kind: KindRefused, Op: "get connection", Err: ErrPoolClosed}
 		}
-		c = nil
-		var evict *conn
-		var idleFor time.Duration
-		if n := len(p.idle); n > 0 && (!fresh || p.fullLocked()) {
-			c = p.idle[n-1]
-			p.idle[n-1] = nil
-			p.idle = p.idle[:n-1]
-			c.idleTimer.Stop()
-			if idleFor = time.Since(c.idleSince); fresh || idleFor >= p.cfg.IdleTimeout {
-				evict, c = c, nil // expired, or makes room for a fresh one
-				p.open--
-			}
-		}
+		c, idleFor, evict := p.popIdleLocked(fresh)
 		if c != nil {
 			p.mu.Unlock()
 			if idleFor >= p.staleCheck && c.peerGone() {
@@ -161,6 +149,26 @@ func (p *Pool) get(ctx context.Context, fresh bool) (c *conn, reused bool, err e
 		p.mu.Unlock()
 		return p.wait(ctx, w)
 	}
+}
+
+// popIdleLocked takes the most recently used idle connection: to use (c,
+// idle for idleFor), or to close (evict: it expired, or fresh is set and it
+// makes room for a new one under MaxConns; its slot is given back). Both are
+// nil when there is none to take.
+func (p *Pool) popIdleLocked(fresh bool) (c *conn, idleFor time.Duration, evict *conn) {
+	n := len(p.idle)
+	if n == 0 || (fresh && !p.fullLocked()) {
+		return nil, 0, nil
+	}
+	c = p.idle[n-1]
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+	c.idleTimer.Stop()
+	if idleFor = time.Since(c.idleSince); fresh || idleFor >= p.cfg.IdleTimeout {
+		p.open--
+		return nil, 0, c
+	}
+	return c, idleFor, nil
 }
 
 // fullLocked reports whether MaxConns connections are open.
