@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -111,10 +112,12 @@ func do(t *testing.T, c *http.Client, method, url, body string) (string, string)
 
 // switcher is an HTTP/1.1 backend that would switch to h2c for any
 // request asking to (it answers 101 and closes), and answers every other
-// request 200. It counts the requests it reads.
+// request 200 "plain". It counts the requests it reads, those that still
+// carried Upgrade or HTTP2-Settings, and the switches.
 type switcher struct {
 	addr     string
 	requests atomic.Int64
+	carried  atomic.Int64
 	switched atomic.Int64
 }
 
@@ -125,18 +128,30 @@ func newSwitcher(t *testing.T) *switcher {
 		t.Fatal(err)
 	}
 	s := &switcher{addr: ln.Addr().String()}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			s.serve(c) // one connection at a time is enough here
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() { s.serve(c) })
 		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); <-done })
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	return s
 }
 
@@ -150,7 +165,11 @@ func (s *switcher) serve(c net.Conn) {
 		}
 		_, _ = io.Copy(io.Discard, req.Body)
 		s.requests.Add(1)
-		if strings.EqualFold(req.Header.Get("Upgrade"), "h2c") {
+		up := req.Header.Get("Upgrade")
+		if up != "" || req.Header.Get("Http2-Settings") != "" {
+			s.carried.Add(1)
+		}
+		if strings.Contains(strings.ToLower(up), "h2c") {
 			s.switched.Add(1)
 			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
 			return
@@ -159,8 +178,8 @@ func (s *switcher) serve(c net.Conn) {
 	}
 }
 
-// h2cUpgrade is the deprecated RFC 7540 h2c upgrade request (with an
-// empty HTTP2-Settings payload, as curl --http2 sends it).
+// h2cUpgrade is the deprecated RFC 7540 h2c upgrade request (with the
+// HTTP2-Settings payload curl --http2 sends).
 const h2cUpgrade = `GET /up HTTP/1.1
 Host: gw.test
 Connection: Upgrade, HTTP2-Settings
@@ -170,11 +189,14 @@ HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA
 `
 
 // TestH2CUpgradeNotHonoured sends the deprecated h2c Upgrade to a listener
-// with http2 on: the gateway refuses it with 400, on a route with the
-// default upgrades (websocket) and on one that lists h2c, never reaching
-// the backend (which would switch) and never answering 101; the same
-// connection is then still an HTTP/1.1 connection that serves a plain
-// request.
+// with http2 on. The engine ignores it, as a server may ignore any
+// Upgrade: the request goes on in HTTP/1.1 without Upgrade and
+// HTTP2-Settings (the backend, which would switch, never sees them), the
+// answer is the backend's 200, never a 101, and the connection then
+// serves another HTTP/1.1 request. That holds on a route with the default
+// upgrades (websocket) and on one that lists h2c; there an Upgrade
+// offering websocket and h2c together is refused with 400, h2c never
+// being an allowed token.
 func TestH2CUpgradeNotHonoured(t *testing.T) {
 	noLeaks(t)
 	sw := newSwitcher(t)
@@ -183,7 +205,6 @@ version: 1
 admin: {address: off}
 listeners: [{name: plain, address: "127.0.0.1:0"}]
 routes:
-  - {match: {path: /up}, cluster: sw}
   - {match: {path: /listed}, cluster: sw, upgrades: [websocket, H2C]}
   - {cluster: sw}
 clusters: [{name: sw, endpoints: ["`+sw.addr+`"]}]
@@ -194,19 +215,31 @@ clusters: [{name: sw, endpoints: ["`+sw.addr+`"]}]
 		if _, err := io.WriteString(c, crlf(req)); err != nil {
 			t.Fatal(err)
 		}
-		code, upgrade, body := readRaw(t, br)
-		if code != 400 || upgrade != "" || !strings.Contains(body, `"status":400`) {
-			t.Fatalf("h2c Upgrade on %s: %d (Upgrade: %q) %s, want a 400 problem without Upgrade", path, code, upgrade, body)
+		if code, upgrade, body := readRaw(t, br); code != 200 || upgrade != "" || body != "plain" {
+			t.Fatalf("h2c Upgrade on %s: %d (Upgrade: %q) %q, want the backend's 200 \"plain\" without Upgrade", path, code, upgrade, body)
 		}
 		if _, err := io.WriteString(c, "GET /after HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		if code, _, body := readRaw(t, br); code != 200 || body != "plain" {
-			t.Fatalf("plain request after the refused upgrade on %s: %d %q, want 200 \"plain\"", path, code, body)
+			t.Fatalf("plain request after the h2c Upgrade on %s: %d %q, want 200 \"plain\"", path, code, body)
 		}
-		if n, s := sw.requests.Load(), sw.switched.Load(); n != int64(i+1) || s != 0 {
-			t.Fatalf("after %s the backend read %d requests and switched %d, want %d (the plain ones) and 0", path, n, s, i+1)
+		n, carried, switched := sw.requests.Load(), sw.carried.Load(), sw.switched.Load()
+		if n != int64(2*(i+1)) || carried != 0 || switched != 0 {
+			t.Fatalf("after %s the backend read %d requests, %d with Upgrade or HTTP2-Settings, switched %d; want %d, 0, 0",
+				path, n, carried, switched, 2*(i+1))
 		}
+	}
+	c, br := dialRaw(t, g.Addr("plain"))
+	both := strings.Replace(strings.Replace(h2cUpgrade, "/up", "/listed", 1), "Upgrade: h2c", "Upgrade: websocket, h2c", 1)
+	if _, err := io.WriteString(c, crlf(both)); err != nil {
+		t.Fatal(err)
+	}
+	if code, upgrade, body := readRaw(t, br); code != 400 || upgrade != "" || !strings.Contains(body, `"status":400`) {
+		t.Fatalf("Upgrade: websocket, h2c on a route listing both: %d (Upgrade: %q) %s, want a 400 problem", code, upgrade, body)
+	}
+	if n := sw.requests.Load(); n != 4 {
+		t.Fatalf("the refused upgrade reached the backend: %d requests, want 4", n)
 	}
 }
 
