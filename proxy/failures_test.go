@@ -181,3 +181,26 @@ func TestLimits(t *testing.T) {
 		t.Logf("backend hits: %d", n)
 	}
 }
+
+// TestRequestTimeout: a route's whole-exchange timeout answers 504 even
+// when no response-header timeout is set (the sweeper ends the exchange).
+func TestRequestTimeout(t *testing.T) {
+	noLeaks(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	hang := rawServer(t, func(c net.Conn) {
+		defer c.Close()
+		<-release
+	})
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, hang), RequestTimeout: 200 * time.Millisecond}
+	addr, _ := startProxy(t, Config{}, one(rt))
+	start := time.Now()
+	resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	d := time.Since(start)
+	if statusOf(resp) != "HTTP/1.1 504 Gateway Timeout" || !strings.Contains(resp, "upstream-timeout") {
+		t.Fatalf("got:\n%s", resp)
+	}
+	if d < 200*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("answered after %v, want 200ms (+ a sweep or two, generously bounded)", d)
+	}
+}

@@ -107,6 +107,8 @@ func (c *h1conn) sniffPreface() (net.Conn, bool) {
 
 // serve runs requests on the connection until one of them ends it.
 func (c *h1conn) serve() {
+	c.s.register(c)
+	defer c.s.unregister(c)
 	for c.serveOne() {
 	}
 	_ = c.bw.Flush()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/upstream"
@@ -28,10 +29,10 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		c.writeProblem(cl.noEndpoint, keep)
 		return keep
 	}
-	ctx, cancel := requestContext(rt)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.prepareRequest(rt, m, hasBody)
-	c.watch.arm(cancel)
+	c.watch.arm(cancel, requestTimeout(rt))
 	if !hasBody {
 		c.watch.start()
 	}
@@ -63,13 +64,13 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	return keep && !c.watch.gone
 }
 
-// requestContext returns the exchange's context: cancelled by the client's
-// departure (the watcher), bounded by the route's request timeout.
-func requestContext(rt *Route) (context.Context, context.CancelFunc) {
-	if !rt.Streaming && rt.RequestTimeout > 0 {
-		return context.WithTimeout(context.Background(), rt.RequestTimeout)
+// requestTimeout is the bound on a whole exchange: the route's request
+// timeout, none on a streaming route (its idle timeout bounds each read).
+func requestTimeout(rt *Route) time.Duration {
+	if rt.Streaming {
+		return 0
 	}
-	return context.WithCancel(context.Background())
+	return rt.RequestTimeout
 }
 
 // prepareRequest fills c.ureq for the upstream.
@@ -77,7 +78,7 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 	c.ureq = upstream.Request{
 		Method:        c.method[:m],
 		Head:          c.wbuf,
-		Replayable:    !hasBody,
+		Replayable:    !hasBody && idempotent(c.method[:m]),
 		HeaderTimeout: rt.ResponseHeaderTimeout,
 		Interim:       c.interimFn,
 	}
@@ -133,4 +134,14 @@ func (c *h1conn) interim(h *httpwire.ResponseHead) {
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(b)
 	_ = c.bw.Flush()
+}
+
+// idempotent reports whether a request with this method may be sent again
+// when a kept-alive connection turns out dead (RFC 9110 section 9.2.2).
+func idempotent(m []byte) bool {
+	switch string(m) {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
 }

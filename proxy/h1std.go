@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -22,7 +23,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 		c.writeProblem(cl.noEndpoint, keep)
 		return keep
 	}
-	ctx, cancel := requestContext(rt)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.prepareRequest(rt, m, hasBody)
 	var body io.ReadCloser
@@ -37,7 +38,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	if c.out.length == bodyChunked {
 		req.ContentLength = -1
 	}
-	c.watch.arm(cancel)
+	c.watch.arm(cancel, requestTimeout(rt))
 	if !hasBody {
 		c.watch.start()
 	}

@@ -60,6 +60,7 @@ type Server struct {
 	h2     *http2.Server
 
 	refused atomic.Int64
+	sweep   sweeper
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}

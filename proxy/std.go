@@ -90,7 +90,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool) int {
 	cl := rt.Cluster
 	ureq := upstream.Request{
-		Method: o.method, Head: head, Replayable: o.length == bodyNone,
+		Method: o.method, Head: head, Replayable: o.length == bodyNone && idempotent(o.method),
 		HeaderTimeout: rt.ResponseHeaderTimeout,
 	}
 	if rt.Streaming {

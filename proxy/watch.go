@@ -3,65 +3,165 @@ package proxy
 import (
 	"context"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// watcher notices a client that goes away while its request is upstream:
-// once the request has been read, one goroutine blocks in a one-byte Read
-// on the client connection. End of stream or a reset cancels the
-// exchange's context, so the upstream attempt stops within milliseconds
-// (seed 000: a server that keeps working for a client who left wastes
-// capacity). A byte read instead (a pipelined next request) is kept for
-// the engine. stop unblocks the Read with a past deadline and waits.
+// watcher notices a client that goes away while its request is upstream,
+// and ends exchanges that outlive their route's request timeout.
+//
+// Watching costs a goroutine blocked in a one-byte Read on the client
+// connection, two deadline changes and a syscall, so it starts only for
+// exchanges still running one sweep period (sweepEvery) after their
+// request was read: the server's sweeper starts it. End of stream or a
+// reset then cancels the exchange's context, so the upstream attempt
+// stops within ~2 sweep periods (seed 000: work for a client who left is
+// wasted). A byte read instead (a pipelined next request) is kept for the
+// engine. The same sweep cancels exchanges past their deadline, so no
+// timer is made per request.
 type watcher struct {
-	c       *h1conn
-	cancel  context.CancelFunc
-	running bool
-	gone    bool // the client went away (valid after stop)
-	done    chan struct{}
+	c    *h1conn
+	done chan struct{}
+
+	mu       sync.Mutex // with the sweeper
+	cancel   context.CancelFunc
+	deadline int64 // sweep tick at which the exchange times out; 0: none
+	since    int64 // tick at which the request was read; 0: not yet; -1: watching
+	timedOut bool
+	gone     bool // the client went away (valid after stop)
+	stopping atomic.Bool
 }
 
-// arm prepares a watch for one exchange, cancelling cancel.
-func (w *watcher) arm(cancel context.CancelFunc) { w.cancel, w.gone = cancel, false }
+// sweepEvery is the sweeper's period: the delay before a slow exchange is
+// watched, and the resolution of request timeouts.
+const sweepEvery = 5 * time.Millisecond
 
+// arm registers one exchange, cancelled by cancel, timing out after
+// timeout (0: never).
+func (w *watcher) arm(cancel context.CancelFunc, timeout time.Duration) {
+	now := w.c.s.sweep.tick.Load()
+	w.mu.Lock()
+	w.cancel, w.since, w.timedOut, w.gone = cancel, 0, false, false
+	w.deadline = 0
+	if timeout > 0 {
+		w.deadline = now + int64((timeout+sweepEvery-1)/sweepEvery) + 1
+	}
+	w.mu.Unlock()
+}
+
+// start says the request has been read: the client may be watched.
 func (w *watcher) start() {
-	w.running = true
-	_ = w.c.c.SetReadDeadline(time.Time{})
-	go w.run(w.c.c)
+	now := w.c.s.sweep.tick.Load()
+	w.mu.Lock()
+	if w.cancel != nil && w.since == 0 {
+		w.since = now + 1 // never 0
+	}
+	w.mu.Unlock()
 }
 
-// startLater is called by the body reader at the body's end: the watch
-// then starts at once (RoundTrip is still waiting for the answer).
-func (w *watcher) startLater() {
-	if !w.running && w.cancel != nil {
-		w.start()
+// startLater is start, called by the body reader at the body's end.
+func (w *watcher) startLater() { w.start() }
+
+// sweep is the sweeper's visit at tick now.
+func (w *watcher) sweep(now int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel == nil {
+		return
+	}
+	if w.deadline != 0 && now >= w.deadline {
+		w.timedOut, w.deadline = true, 0
+		w.cancel()
+	}
+	if w.since > 0 && now > w.since {
+		w.since = -1
+		w.stopping.Store(false)
+		go w.run(w.c.c)
 	}
 }
 
 func (w *watcher) run(c net.Conn) {
-	var b [1]byte
-	n, err := c.Read(b[:])
-	switch {
-	case n == 1:
-		w.c.sc.stash(b[0])
-	case err != nil && !isTimeout(err):
-		w.gone = true
-		w.cancel()
+	_ = c.SetReadDeadline(time.Time{})
+	if !w.stopping.Load() { // stop sets stopping before its past deadline
+		var b [1]byte
+		n, err := c.Read(b[:])
+		switch {
+		case n == 1:
+			w.c.sc.stash(b[0])
+		case err != nil && !isTimeout(err):
+			w.mu.Lock()
+			w.gone = true
+			if w.cancel != nil {
+				w.cancel()
+			}
+			w.mu.Unlock()
+		}
 	}
 	w.done <- struct{}{}
 }
 
-// stop ends the watch and waits for its goroutine.
+// stop ends the exchange's watch, waiting for a watching goroutine.
 func (w *watcher) stop() {
-	if w.running {
+	w.mu.Lock()
+	watching := w.since == -1
+	w.cancel, w.since, w.deadline = nil, 0, 0
+	w.mu.Unlock()
+	if watching {
+		w.stopping.Store(true)
 		_ = w.c.c.SetReadDeadline(aLongTimeAgo)
 		<-w.done
-		w.running = false
 	}
-	w.cancel = nil
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// sweeper visits the server's HTTP/1.1 connections every sweepEvery while
+// there are any (its goroutine exits when the last one closes).
+type sweeper struct {
+	tick    atomic.Int64
+	mu      sync.Mutex
+	conns   map[*h1conn]struct{}
+	running bool
+}
+
+func (s *Server) register(c *h1conn) {
+	sw := &s.sweep
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.conns == nil {
+		sw.conns = make(map[*h1conn]struct{})
+	}
+	sw.conns[c] = struct{}{}
+	if !sw.running {
+		sw.running = true
+		go sw.run()
+	}
+}
+
+func (s *Server) unregister(c *h1conn) {
+	s.sweep.mu.Lock()
+	delete(s.sweep.conns, c)
+	s.sweep.mu.Unlock()
+}
+
+func (sw *sweeper) run() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for range t.C {
+		now := sw.tick.Add(1)
+		sw.mu.Lock()
+		if len(sw.conns) == 0 {
+			sw.running = false
+			sw.mu.Unlock()
+			return
+		}
+		for c := range sw.conns {
+			c.watch.sweep(now)
+		}
+		sw.mu.Unlock()
+	}
+}
 
 // stashConn is the client connection as the engine's reader sees it: a
 // byte the watcher read comes first.
