@@ -78,14 +78,17 @@ func appendHead(dst []byte, o *outbound, rt *Route) []byte {
 			g.id = true
 		case httpwire.EqualFold(f.Name, "expect"):
 			continue // the gateway answers 100-continue itself
+		case httpwire.EqualFold(f.Name, "host"):
+			g.hostField = true
 		}
 		dst = httpwire.AppendField(dst, f.Name, f.Value)
 	}
 	return appendGatewayFields(dst, o, rt, g)
 }
 
-// seen records which forwarding fields a trusted client already sent.
-type seen struct{ proto, host, id bool }
+// seen records which forwarding fields a trusted client already sent,
+// and whether the request had a Host field (an HTTP/1.0 one may not).
+type seen struct{ proto, host, id, hostField bool }
 
 // appendList appends v to a comma-separated list.
 func appendList(list, v []byte) []byte {
@@ -98,6 +101,12 @@ func appendList(list, v []byte) []byte {
 // appendGatewayFields appends the fields the gateway sets: forwarding
 // fields, request id, framing, upgrade, route additions, and the blank line.
 func appendGatewayFields(dst []byte, o *outbound, rt *Route, g seen) []byte {
+	if !g.hostField {
+		// HTTP/1.0 without Host goes upstream as HTTP/1.1, which requires
+		// one: the absolute-form target's authority, or empty (RFC 9112
+		// section 3.2) when it has none.
+		dst = append(append(append(dst, "Host: "...), o.host...), "\r\n"...)
+	}
 	var ip [64]byte
 	addr := o.peer.Addr().Unmap().AppendTo(ip[:0])
 	dst = append(dst, "X-Forwarded-For: "...)
