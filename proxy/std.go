@@ -29,11 +29,11 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	ctx, cancel := stdContext(r.Context(), rt)
 	defer cancel()
 	es.Start()
-	status := 0
+	status, cut := 0, false
 	if cl.H2 != nil {
-		status = forwardH2(ctx, w, r, rt, head, es.Addr())
+		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr())
 	} else if pool := cl.pool(es.Addr()); pool != nil {
-		status = forwardH1(ctx, w, r, rt, o, head, pool)
+		status, cut = forwardH1(ctx, w, r, rt, o, head, pool)
 	} else {
 		cl.noEndpoint.writeHTTP(w, isHead)
 		es.Done(now, -1, false)
@@ -47,6 +47,12 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		how = endUpstream
 	}
 	cl.finish(es, now, s.cfg.Clock.Now(), status, how)
+	if cut {
+		// The head is gone and the body is short: reset the stream
+		// (net/http's sentinel for it), so the client cannot take the
+		// truncated body for a whole one.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func stdContext(parent context.Context, rt *Route) (context.Context, context.CancelFunc) {
@@ -56,13 +62,15 @@ func stdContext(parent context.Context, rt *Route) (context.Context, context.Can
 	return context.WithCancel(parent)
 }
 
-// forwardH2 sends the request through the cluster's HTTP/2 transport.
-func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string) int {
+// forwardH2 sends the request through the cluster's HTTP/2 transport. It
+// returns the upstream's status (0 when none was forwarded) and whether
+// the response body was cut after its head went out.
+func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string) (int, bool) {
 	cl := rt.Cluster
 	req, err := stdRequest(ctx, head, addr, r.Body, r.ContentLength)
 	if err != nil {
 		cl.badResponse.writeHTTP(w, r.Method == http.MethodHead)
-		return 0
+		return 0, false
 	}
 	if r.Header.Get("Te") == "trailers" {
 		req.Header["Te"] = []string{"trailers"}
@@ -71,27 +79,37 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	resp, err := cl.H2.RoundTrip(req)
 	if err != nil {
 		stdProblem(ctx, cl, err).writeHTTP(w, r.Method == http.MethodHead)
-		return 0
+		return 0, false
 	}
 	defer resp.Body.Close()
+	// x/net's transport looks at the context only between its own steps:
+	// a response body read, or the copy of a request body the client has
+	// not finished, blocks past the route's request timeout. Closing the
+	// response body when the context ends cuts both (the stream is reset).
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
+	defer stop()
 	copyHeader(w.Header(), resp.Header, rt)
 	for k := range resp.Trailer {
 		w.Header().Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	streamBody(w, resp.Body)
+	if !streamBody(w, resp.Body) {
+		return resp.StatusCode, true
+	}
 	for k, vs := range resp.Trailer {
 		w.Header()[http.TrailerPrefix+k] = vs
 	}
-	return resp.StatusCode
+	return resp.StatusCode, false
 }
 
-// forwardH1 sends an HTTP/2 client's request to an HTTP/1.1 pool.
-func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool) int {
+// forwardH1 sends an HTTP/2 client's request to an HTTP/1.1 pool; it
+// returns what forwardH2 does.
+func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool) (int, bool) {
 	cl := rt.Cluster
 	ureq := upstream.Request{
 		Method: o.method, Head: head, Replayable: o.length == bodyNone && idempotent(o.method),
 		HeaderTimeout: rt.ResponseHeaderTimeout,
+		Interim:       func(ih *httpwire.ResponseHead) { writeInterim(w, ih) },
 	}
 	if rt.Streaming {
 		ureq.ReadTimeout = rt.IdleTimeout
@@ -106,7 +124,7 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	defer resp.Close()
 	if err := pool.RoundTrip(ctx, &ureq, &resp); err != nil {
 		stdProblem(ctx, cl, err).writeHTTP(w, r.Method == http.MethodHead)
-		return 0
+		return 0, false
 	}
 	h := w.Header()
 	for i := range resp.Head.Fields {
@@ -119,17 +137,20 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	for _, f := range rt.ResponseAdd {
 		h.Add(f.Name, f.Value)
 	}
+	keepUntyped(h)
 	if resp.Head.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.Head.ContentLength, 10))
 	}
 	w.WriteHeader(resp.Head.Status)
 	if !httpwire.NoBody(o.method, resp.Head.Status) {
-		streamBody(w, resp.Body)
+		if !streamBody(w, resp.Body) {
+			return resp.Head.Status, true
+		}
 		for _, f := range resp.Trailers() {
 			h[http.TrailerPrefix+string(f.Name)] = append(h[http.TrailerPrefix+string(f.Name)], string(f.Value))
 		}
 	}
-	return resp.Head.Status
+	return resp.Head.Status, false
 }
 
 // stdProblem maps a failed exchange to its refusal: the route's timeout
@@ -181,11 +202,40 @@ func copyHeader(dst, src http.Header, rt *Route) {
 	for _, f := range rt.ResponseAdd {
 		dst.Add(f.Name, f.Value)
 	}
+	keepUntyped(dst)
+}
+
+// keepUntyped keeps net/http's server from adding a Content-Type the upstream
+// did not send (it sniffs the body when the field is absent, not when it
+// is present and empty): the client sees what the HTTP/1.1 engine shows.
+func keepUntyped(h http.Header) {
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil
+	}
+}
+
+// writeInterim forwards an upstream's 1xx head (103 Early Hints, 102) to
+// an HTTP/2 client at once, as the HTTP/1.1 engine does. A 100 Continue is
+// not forwarded: x/net/http2 answers the client's Expect itself. The
+// header map is empty before the final head, and emptied again after.
+func writeInterim(w http.ResponseWriter, ih *httpwire.ResponseHead) {
+	if ih.Status == http.StatusContinue {
+		return
+	}
+	h := w.Header()
+	for i := range ih.Fields {
+		if f := &ih.Fields[i]; !ih.HopByHop(f.Name) && !isFraming(f.Name) {
+			h.Add(string(f.Name), string(f.Value))
+		}
+	}
+	w.WriteHeader(ih.Status)
+	clear(h)
 }
 
 // streamBody copies a body to w, flushing whenever the source has nothing
-// more at hand (gRPC messages and event streams go out as they come).
-func streamBody(w http.ResponseWriter, body io.Reader) {
+// more at hand (gRPC messages and event streams go out as they come). It
+// reports whether the whole body went out (the source ended with io.EOF).
+func streamBody(w http.ResponseWriter, body io.Reader) bool {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -194,14 +244,14 @@ func streamBody(w http.ResponseWriter, body io.Reader) {
 		n, err := body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
+				return false
 			}
 			if n < len(buf) {
 				_ = rc.Flush()
 			}
 		}
 		if err != nil {
-			return
+			return err == io.EOF
 		}
 	}
 }
