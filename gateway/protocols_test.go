@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // client is one way of speaking to the gateway.
@@ -256,4 +257,76 @@ func readRaw(t *testing.T, br *bufio.Reader) (int, string, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header.Get("Upgrade"), string(b)
+}
+
+// stallBackend starts an h2c backend that sends its head and "part", then
+// waits until the request is cancelled (reported on cancelled) or the
+// test ends.
+func stallBackend(t *testing.T) (string, chan struct{}) {
+	t.Helper()
+	cancelled := make(chan struct{}, 8)
+	release := make(chan struct{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "part")
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-release:
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { close(release); _ = srv.Close() })
+	return ln.Addr().String(), cancelled
+}
+
+// TestH2RequestTimeoutCutsStalledBody: an h2c upstream that sends its head
+// and part of a body, then stalls, is cut by the route's request timeout
+// (300ms), for an HTTP/1.1 client and for an h2c client: the client's
+// body read fails after "part" (the head was sent, so cutting the
+// connection or resetting the stream is the only signal left; a clean end
+// would pass the truncated body for a whole one) and the upstream stream
+// is reset, which cancels the backend's request context.
+func TestH2RequestTimeoutCutsStalledBody(t *testing.T) {
+	noLeaks(t)
+	be, cancelled := stallBackend(t)
+	g := start(t, `
+version: 1
+admin: {address: off}
+listeners: [{name: plain, address: "127.0.0.1:0"}]
+routes: [{cluster: stall, timeouts: {request: 300ms}}]
+clusters: [{name: stall, protocol: h2c, endpoints: ["`+be+`"]}]
+`)
+	h1, h2c := new(http.Protocols), new(http.Protocols)
+	h1.SetHTTP1(true)
+	h2c.SetUnencryptedHTTP2(true)
+	for _, p := range []*http.Protocols{h1, h2c} {
+		tr := &http.Transport{Protocols: p}
+		began := time.Now()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + g.Addr("plain") + "/slow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		took := time.Since(began)
+		if resp.StatusCode != 200 || string(b) != "part" || err == nil {
+			t.Fatalf("%s, stalled body: %d %q, read error %v; want 200 \"part\" then an error", resp.Proto, resp.StatusCode, b, err)
+		}
+		if took < 300*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("%s: stalled body cut after %v, want after the 300ms request timeout and well before the client's 10s", resp.Proto, took)
+		}
+		select {
+		case <-cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the backend's request was not cancelled within 5s of the cut", resp.Proto)
+		}
+	}
 }
