@@ -14,8 +14,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/upstream"
@@ -379,6 +383,119 @@ func TestHTTP10WithoutHostGetsOne(t *testing.T) {
 		var h httpwire.RequestHead
 		if _, err := httpwire.ParseRequestHead([]byte(u.head), &h, httpwire.Limits{}); err != nil {
 			t.Errorf("%q went upstream as a head httpwire refuses (%v):\n%s", req, err, u.head)
+		}
+	}
+}
+
+// TestEnginesRefuseMalformed sends each malformed case of the issue once
+// over HTTP/1.1 (bytes as written) and once over h2c (the same fields in
+// an HPACK block, which can carry any byte): the HTTP/1.1 engine answers
+// 400, the HTTP/2 engine (x/net/http2's checks) resets the stream or
+// answers 400, and the backend receives nothing from either. Cases with
+// no HTTP/2 form (bare LF, obs-fold: line syntax) are HTTP/1.1 only, in
+// TestMalformedRefused.
+func TestEnginesRefuseMalformed(t *testing.T) {
+	noLeaks(t)
+	var hits atomic.Int32
+	be := backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{HTTP2: true}, one(rt))
+	post := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: "a"}, {Name: ":path", Value: "/"}}
+	with := func(fs ...string) []hpack.HeaderField {
+		out := slices.Clone(post)
+		for i := 0; i < len(fs); i += 2 {
+			out = append(out, hpack.HeaderField{Name: fs[i], Value: fs[i+1]})
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		h1   string
+		h2   []hpack.HeaderField
+	}{
+		{"CL+TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+			with("content-length", "3", "transfer-encoding", "chunked")},
+		{"TE chunked,identity", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+			with("te", "chunked, identity")},
+		{"CR in value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rc\r\n\r\n", with("x-a", "b\rc")},
+		{"LF in value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\nX-B: c\r\n\r\n", with("x-a", "b\nx-b: c")},
+		{"NUL in value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\x00c\r\n\r\n", with("x-a", "b\x00c")},
+		{"space in name", "GET / HTTP/1.1\r\nHost: a\r\nX A: b\r\n\r\n", with("x a", "b")},
+		{"duplicate CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+			with("content-length", "3", "content-length", "4")},
+		{"connection field", "GET / HTTP/1.1\r\nHost: a\r\nConnection: x\r\nConnection: \x01\r\n\r\n", with("connection", "close")},
+	}
+	// The control: the same helper sees a valid request answered.
+	if got := h2Refusal(t, addr, with("x-a", "b")); got != "" {
+		t.Fatalf("a valid request over h2c: %s", got)
+	}
+	for _, tc := range cases {
+		if got := statusOf(raw(t, addr, tc.h1)); !strings.HasPrefix(got, "HTTP/1.1 400 ") {
+			t.Errorf("%s over HTTP/1.1: %q, want 400", tc.name, got)
+		}
+		if got := h2Refusal(t, addr, tc.h2); got == "" {
+			t.Errorf("%s over h2c: accepted", tc.name)
+		} else {
+			t.Logf("%s over h2c: %s", tc.name, got)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the backend received %d requests, want 1 (the control)", n)
+	}
+}
+
+// h2Refusal opens an h2c connection, sends one HEADERS frame (end of
+// stream) with fields, and returns how the proxy refused it: "RST_STREAM
+// <code>", "GOAWAY <code>", "status <4xx>", or "" for an answer of 1xx-3xx.
+func h2Refusal(t *testing.T, addr string, fields []hpack.HeaderField) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return "connection closed: " + err.Error()
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.RSTStreamFrame:
+			return "RST_STREAM " + f.ErrCode.String()
+		case *http2.GoAwayFrame:
+			return "GOAWAY " + f.ErrCode.String()
+		case *http2.HeadersFrame:
+			hf, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hf {
+				if h.Name == ":status" && h.Value >= "400" {
+					return "status " + h.Value
+				}
+			}
+			return ""
 		}
 	}
 }

@@ -67,8 +67,15 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Major: r.ProtoMajor, Minor: r.ProtoMinor, Secure: h.secure, Client: h.peer,
 		Header: stdHeader(r.Header),
 	}
-	rt, ok := h.s.route().Route(&v)
 	isHead := r.Method == http.MethodHead
+	if len(r.Header["Content-Length"]) > 1 {
+		// x/net/http2 reads the first of several Content-Length fields
+		// (none on a stream without DATA); the HTTP/1.1 engine refuses a
+		// second one, equal or not, and so does this one.
+		problemTwoLengths.writeHTTP(w, isHead)
+		return
+	}
+	rt, ok := h.s.route().Route(&v)
 	if !ok {
 		problemNoRoute.writeHTTP(w, isHead)
 		return
@@ -80,6 +87,10 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o := h.outbound(r, path, query, hasQ)
 	forwardStd(h.s, w, r, &v, rt, o)
 }
+
+// problemTwoLengths answers an HTTP/2 request with several Content-Length
+// fields, as httpwire's refusal does over HTTP/1.1.
+var problemTwoLengths = NewProblem(http.StatusBadRequest, "bad-request", "duplicate Content-Length", "")
 
 // outbound describes an HTTP/2 request for appendHead: its fields sorted
 // by name (a map has no order; sorting makes the upstream head
