@@ -44,6 +44,7 @@ type h1conn struct {
 	ibuf   []byte   // 1xx heads
 
 	// Method values made once per connection (a method value allocates).
+	xctx       *exchangeCtx // see exchange
 	interimFn  func(*httpwire.ResponseHead)
 	trailersFn func() []httpwire.Field
 }
@@ -86,6 +87,15 @@ func (c *h1conn) release() {
 	c.head.Reset()
 	c.uresp.Close()
 	h1Pool.Put(c)
+}
+
+// exchange returns the context for the next upstream exchange: the
+// connection's reusable one, or a new one when the last was cancelled.
+func (c *h1conn) exchange() *exchangeCtx {
+	if c.xctx == nil || c.xctx.Err() != nil {
+		c.xctx = newExchangeCtx()
+	}
+	return c.xctx
 }
 
 // sniffPreface reports whether the client opened with the HTTP/2 preface

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -29,10 +28,9 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		c.writeProblem(cl.noEndpoint, keep)
 		return keep
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
-	c.watch.arm(cancel, requestTimeout(rt))
+	c.watch.arm(ctx.cancelFn, requestTimeout(rt))
 	if !hasBody {
 		c.watch.start()
 	}
@@ -93,7 +91,7 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 			c.ureq.Trailers = c.trailersFn
 		}
 	} else {
-		c.body.done = true
+		c.body.done, c.body.err = true, nil // no body; nothing left from the last exchange
 	}
 }
 

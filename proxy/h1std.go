@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,8 +22,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 		c.writeProblem(cl.noEndpoint, keep)
 		return keep
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
 	var body io.ReadCloser
 	if hasBody {
@@ -38,7 +36,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	if c.out.length == bodyChunked {
 		req.ContentLength = -1
 	}
-	c.watch.arm(cancel, requestTimeout(rt))
+	c.watch.arm(ctx.cancelFn, requestTimeout(rt))
 	if !hasBody {
 		c.watch.start()
 	}
@@ -55,7 +53,11 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 			return c.upstreamFailed(cl, err, hasBody)
 		}
 		keep := c.head.KeepAlive && (c.body.done || !hasBody)
-		c.writeProblem(stdProblem(ctx, cl, err), keep)
+		p := cl.problemFor(err)
+		if c.watch.timedOut {
+			p = cl.timeout
+		}
+		c.writeProblem(p, keep)
 		return keep
 	}
 	keep := c.copyStdResponse(rt, m, resp, hasBody)

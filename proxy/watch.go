@@ -26,7 +26,7 @@ type watcher struct {
 
 	mu       sync.Mutex // with the sweeper
 	cancel   context.CancelFunc
-	deadline int64 // sweep tick at which the exchange times out; 0: none
+	deadline int64 // monotonic ns (since epoch) at which the exchange times out; 0: none
 	since    int64 // tick at which the request was read; 0: not yet; -1: watching
 	timedOut bool
 	gone     bool // the client went away (valid after stop)
@@ -40,12 +40,11 @@ const sweepEvery = 5 * time.Millisecond
 // arm registers one exchange, cancelled by cancel, timing out after
 // timeout (0: never).
 func (w *watcher) arm(cancel context.CancelFunc, timeout time.Duration) {
-	now := w.c.s.sweep.tick.Load()
 	w.mu.Lock()
 	w.cancel, w.since, w.timedOut, w.gone = cancel, 0, false, false
 	w.deadline = 0
 	if timeout > 0 {
-		w.deadline = now + int64((timeout+sweepEvery-1)/sweepEvery) + 1
+		w.deadline = int64(time.Since(epoch) + timeout)
 	}
 	w.mu.Unlock()
 }
@@ -63,14 +62,17 @@ func (w *watcher) start() {
 // startLater is start, called by the body reader at the body's end.
 func (w *watcher) startLater() { w.start() }
 
-// sweep is the sweeper's visit at tick now.
-func (w *watcher) sweep(now int64) {
+// epoch is the origin of the watchers' deadlines (monotonic time).
+var epoch = time.Now()
+
+// sweep is the sweeper's visit at tick now, ns nanoseconds after epoch.
+func (w *watcher) sweep(now, ns int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cancel == nil {
 		return
 	}
-	if w.deadline != 0 && now >= w.deadline {
+	if w.deadline != 0 && ns >= w.deadline {
 		w.timedOut, w.deadline = true, 0
 		w.cancel()
 	}
@@ -149,7 +151,7 @@ func (sw *sweeper) run() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for range t.C {
-		now := sw.tick.Add(1)
+		now, ns := sw.tick.Add(1), int64(time.Since(epoch))
 		sw.mu.Lock()
 		if len(sw.conns) == 0 {
 			sw.running = false
@@ -157,7 +159,7 @@ func (sw *sweeper) run() {
 			return
 		}
 		for c := range sw.conns {
-			c.watch.sweep(now)
+			c.watch.sweep(now, ns)
 		}
 		sw.mu.Unlock()
 	}

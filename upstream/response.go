@@ -51,6 +51,13 @@ func (b *bodyReader) Read(p []byte) (int, error) { return b.r.read(p) }
 // errClosed is the cause of reading a Body after Close.
 var errClosed = errors.New("response body read after Close")
 
+// afterFuncer is a context that schedules a function for its end itself
+// (the AfterFunc method context.AfterFunc also looks for): calling it
+// directly skips context.AfterFunc's two allocations per exchange.
+type afterFuncer interface {
+	AfterFunc(f func()) (stop func() bool)
+}
+
 // start readies r for an exchange on c and watches ctx.
 func (r *Response) start(ctx context.Context, c *conn, req *Request, reused bool) {
 	r.c, r.ctx, r.Reused = c, ctx, reused
@@ -61,7 +68,9 @@ func (r *Response) start(ctx context.Context, c *conn, req *Request, reused bool
 	r.keepAlive, r.done, r.failed, r.hijack = false, false, false, false
 	r.body.r = r
 	r.Body = &r.body
-	if ctx.Done() != nil {
+	if a, ok := ctx.(afterFuncer); ok {
+		r.stop = a.AfterFunc(c.cancelFn) // no allocation: the engine's reusable context
+	} else if ctx.Done() != nil {
 		r.stop = context.AfterFunc(ctx, c.cancelFn)
 	}
 }
