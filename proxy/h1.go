@@ -38,6 +38,7 @@ type h1conn struct {
 	ureq  upstream.Request
 	uresp upstream.Response
 	body  reqBody
+	cw    httpwire.ChunkedWriter // re-chunks response bodies
 	watch watcher
 
 	method [24]byte // a copy of the method, valid while the body is read

@@ -74,7 +74,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
-	var cw httpwire.ChunkedWriter
+	cw := &c.cw
 	if chunked {
 		cw.Reset(c.bw)
 	}
