@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
@@ -28,6 +30,13 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	head := appendHead(make([]byte, 0, 1024), o, rt)
 	ctx, cancel := stdContext(r.Context(), rt)
 	defer cancel()
+	if r.Body != nil && r.Body != http.NoBody {
+		g := &bodyGate{rc: r.Body}
+		defer g.shut()
+		gr := *r // the engine's copy: the caller's request is not changed
+		gr.Body = g
+		r = &gr
+	}
 	es.Start()
 	status, cut := 0, false
 	if cl.H2 != nil {
@@ -266,3 +275,38 @@ func fieldsOf(h http.Header) []httpwire.Field {
 	}
 	return out
 }
+
+// bodyGate is a request body handed to an upstream transport, which may
+// still be reading it in its own goroutine when the exchange is over
+// (x/net's transport does after an early answer, a timeout or a reset,
+// and closes the body later still). shut, called before the handler returns, closes the body
+// (so a Read in progress returns), waits for that Read, and makes later
+// Reads fail: the server's body and its deadlines are never touched
+// after the handler is done.
+type bodyGate struct {
+	rc     io.ReadCloser
+	mu     sync.RWMutex // held shared by each Read, exclusively by shut
+	closed bool         // guarded by mu
+}
+
+func (g *bodyGate) Read(p []byte) (int, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return 0, errBodyGone
+	}
+	return g.rc.Read(p)
+}
+
+// Close passes the transport's close on (the server's body may be closed
+// while a Read is in progress: that is how the Read is ended).
+func (g *bodyGate) Close() error { return g.rc.Close() }
+
+func (g *bodyGate) shut() {
+	_ = g.rc.Close()
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+var errBodyGone = errors.New("proxy: request body read after the exchange ended")
