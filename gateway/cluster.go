@@ -27,6 +27,10 @@ type cluster struct {
 	clk     clock.Clock
 	log     *slog.Logger
 
+	// static is the file's endpoint list (nil with discovery), applied by
+	// Start before any listener serves so a first request finds it.
+	static []balancer.Endpoint
+
 	mu    sync.Mutex // serialises endpoint updates (pools are copy on write)
 	pools map[string]*upstream.Pool
 }
@@ -44,7 +48,7 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 	}
 	cl := &cluster{
 		px:  &proxy.Cluster{Name: c.Name, Set: set, Picker: c.NewPicker()},
-		src: c.Source(), clk: clk, log: log, pools: map[string]*upstream.Pool{},
+		src: c.Source(), static: c.StaticEndpoints(), clk: clk, log: log, pools: map[string]*upstream.Pool{},
 		ucfg: upstream.Config{
 			ConnectTimeout: connect, IdleTimeout: c.Pool.IdleTimeout.D(), MaxIdle: c.Pool.MaxIdlePerEndpoint,
 			MaxConns: c.Pool.MaxConnsPerEndpoint, TLS: c.ClientTLS(),

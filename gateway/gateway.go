@@ -107,7 +107,8 @@ func (g *Gateway) buildListener(l *config.Listener) (*listener, error) {
 
 // Start opens every listener (all or none: a port in use fails Start with
 // the listener's name), starts the endpoint sources and health checks, and
-// serves until Shutdown.
+// serves until Shutdown. Static endpoints are in their clusters before it
+// returns, so the first request finds them.
 func (g *Gateway) Start() error {
 	for _, l := range g.listeners {
 		ln, err := net.Listen("tcp", l.cfg.Address)
@@ -126,6 +127,12 @@ func (g *Gateway) Start() error {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, cl := range g.clusters {
+		if cl.static != nil {
+			// The source sends the same list again from its goroutine;
+			// applying it here first closes the window in which the
+			// listeners serve an empty cluster (503, closed connections).
+			cl.update(cl.static)
+		}
 		g.wg.Add(1)
 		go func() { defer g.wg.Done(); cl.run(g.ctx) }()
 	}
