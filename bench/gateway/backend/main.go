@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("backend", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:18090", "host:port to listen on")
+	name := fs.String("name", "", "when set, every answer carries the header Backend: NAME (to see a balancer at work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,6 +57,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv := newServer()
+	if *name != "" {
+		srv.Handler = named(*name, srv.Handler)
+	}
 	fmt.Fprintf(stdout, "backend: listening on %s (HTTP/1.1 and h2c), GOMAXPROCS=%d\n",
 		ln.Addr(), runtime.GOMAXPROCS(0))
 
@@ -97,6 +101,15 @@ func newServer() *http.Server {
 			MaxConcurrentStreams: 256,
 		},
 	}
+}
+
+// named adds "Backend: name" to every answer of h.
+func named(name string, h http.Handler) http.Handler {
+	v := []string{name}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Backend"] = v
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Header values built once, so a request allocates no header slices.
