@@ -3,7 +3,9 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-		"net"
+	"io"
+	"net"
+	"net/http"
 	"testing"
 
 	"github.com/spillwayhq/spillway/upstream"
@@ -139,4 +141,34 @@ func TestAllocProxyH1(t *testing.T) {
 	if n := testing.AllocsPerRun(200, once); n >= 1 {
 		t.Fatalf("%.2f allocations per proxied request, want 0", n)
 	}
+}
+
+// BenchmarkProxyH2C measures one proxied request from an h2c client (Go's
+// own HTTP/2 client, many streams on one connection) through the HTTP/2
+// engine to the canned HTTP/1.1 backend; allocs/op includes the client's
+// and x/net/http2's server side.
+func BenchmarkProxyH2C(b *testing.B) {
+	be := cannedBackend(b)
+	rt := &Route{Name: "r", Cluster: newCluster(b, "app", upstream.Config{MaxIdle: 256}, be)}
+	addr, _ := startProxy(b, Config{HTTP2: true}, one(rt))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	url := "http://" + addr + "/"
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 64)
+		for pb.Next() {
+			resp, err := c.Get(url)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.ReadFull(resp.Body, buf[:13])
+			_ = resp.Body.Close()
+		}
+	})
 }

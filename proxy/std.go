@@ -102,7 +102,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 		w.Header().Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	if !streamBody(w, resp.Body) {
+	if !streamBody(w, resp.Body, resp.ContentLength) {
 		return resp.StatusCode, true
 	}
 	for k, vs := range resp.Trailer {
@@ -152,7 +152,7 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	}
 	w.WriteHeader(resp.Head.Status)
 	if !httpwire.NoBody(o.method, resp.Head.Status) {
-		if !streamBody(w, resp.Body) {
+		if !streamBody(w, resp.Body, resp.Head.ContentLength) {
 			return resp.Head.Status, true
 		}
 		for _, f := range resp.Trailers() {
@@ -241,19 +241,27 @@ func writeInterim(w http.ResponseWriter, ih *httpwire.ResponseHead) {
 	clear(h)
 }
 
-// streamBody copies a body to w, flushing whenever the source has nothing
-// more at hand (gRPC messages and event streams go out as they come). It
-// reports whether the whole body went out (the source ended with io.EOF).
-func streamBody(w http.ResponseWriter, body io.Reader) bool {
+// streamBody copies a body of length bytes (-1: unknown) to w, flushing
+// whenever the source has nothing more at hand (gRPC messages and event
+// streams go out as they come) — except after the last byte of a body of
+// known length, which the handler's return sends with the end of the
+// stream in one frame. It reports whether the whole body went out (the
+// source ended with io.EOF).
+func streamBody(w http.ResponseWriter, body io.Reader, length int64) bool {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	rc := http.NewResponseController(w)
+	var sent int64
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return false
+			}
+			sent += int64(n)
+			if length >= 0 && sent >= length {
+				continue // the next Read says EOF; the end goes with the last frame
 			}
 			if n < len(buf) {
 				_ = rc.Flush()
