@@ -79,6 +79,7 @@ type Route struct {
 	Rewrite         Rewrite   `yaml:"rewrite" doc:"Path rewriting before forwarding."`
 	MaxBodyBytes    Bytes     `yaml:"max_body_bytes" doc:"Largest request body (then 413); 0: unlimited." default:"0"`
 	Upgrades        []string  `yaml:"upgrades" doc:"Upgrade tokens forwarded (WebSocket), stored lower-cased; any other Upgrade request is refused." default:"websocket" kind:"token"`
+	AccessLog       bool      `yaml:"access_log" doc:"Log one line per request (method, host, client, status — 499 when the client left first —, the gateway's reason code for its own answers, duration) at level Info; off: the gateway counts, it does not log, per request." default:"false"`
 	GRPC            bool      `yaml:"grpc" doc:"The route carries gRPC. Reserved for the policy chain (issue 13), which answers a gRPC route's refusals as gRPC statuses; today the gateway's own refusals are problem+json on every route." default:"false"`
 	Policies        Reserved  `yaml:"policies" doc:"Reserved for the route's overload policies (issue 11, part 3); must be absent for now."`
 }

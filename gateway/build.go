@@ -34,6 +34,7 @@ func compileRoute(r *config.Route, cl *cluster) *proxy.Route {
 		RequestTimeout:        r.Timeouts.Request.D(),
 		IdleTimeout:           r.Timeouts.Idle.D(),
 		Streaming:             r.Streaming,
+		AccessLog:             r.AccessLog,
 		RequestRemove:         lower(r.RequestHeaders.Remove),
 		ResponseRemove:        lower(r.ResponseHeaders.Remove),
 		MaxBodyBytes:          int64(r.MaxBodyBytes),

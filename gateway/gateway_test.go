@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,5 +186,75 @@ clusters:
 	}
 	if len(backends) != 2 {
 		t.Fatalf("20 users all on %v", backends)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAccessLog: a route with access_log logs one line per request with
+// its status and, for the gateway's own answers, the reason code.
+func TestAccessLog(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	a := named(t, "a")
+	cfg, err := config.Parse("test.yaml", []byte(`
+version: 1
+admin: {address: off}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes:
+  - {name: logged, match: {prefix: /logged}, cluster: app, access_log: true}
+  - {name: dead, match: {prefix: /dead}, cluster: dead, access_log: true}
+  - {name: quiet, cluster: app}
+clusters:
+  - {name: app, endpoints: ["`+a+`"]}
+  - {name: dead, endpoints: ["127.0.0.1:1"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	g, err := Build(cfg, Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Shutdown(context.Background()) })
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	get(t, c, "http://"+g.Addr("web")+"/logged/x")
+	get(t, c, "http://"+g.Addr("web")+"/dead")
+	get(t, c, "http://"+g.Addr("web")+"/quiet")
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(l, "msg=access") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("want 2 access lines (the quiet route logs nothing), got:\n%s", buf.String())
+	}
+	if !strings.Contains(lines[0], "route=logged method=GET host=127.0.0.1") || !strings.Contains(lines[0], "status=200 reason=\"\"") {
+		t.Errorf("first line: %s", lines[0])
+	}
+	if !strings.Contains(lines[1], "route=dead") || !strings.Contains(lines[1], "status=502 reason=upstream-refused") {
+		t.Errorf("second line: %s", lines[1])
 	}
 }

@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,8 +127,9 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		_, _ = c.Read(buf) // returns when the gateway closes its side
 		upClosed <- time.Now()
 	})
-	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
-	addr, _ := startProxy(t, Config{}, one(rt))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), AccessLog: true}
+	logs := &lockedBuffer{}
+	addr, s := startProxy(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, one(rt))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +146,30 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream connection was never closed")
 	}
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().Active > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if got := logs.String(); !strings.Contains(got, "status=499 reason=client-gone") {
+		t.Fatalf("access log: %q, want status 499", got)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestLimits(t *testing.T) {

@@ -43,6 +43,11 @@ type h1conn struct {
 
 	method [24]byte // a copy of the method, valid while the body is read
 	ibuf   []byte   // 1xx heads
+	isHead bool     // the request's method is HEAD
+
+	// What the client was answered, for the access log.
+	status int
+	reason string
 
 	// Method values made once per connection (a method value allocates).
 	xctx       *exchangeCtx // see exchange
@@ -183,6 +188,7 @@ func (c *h1conn) serveOne() bool {
 	// The head stays where it is in the buffer, and its fields valid, until
 	// the body is read: discarding it only moves the read position.
 	c.br.Discard(n)
+	c.isHead = string(c.head.Method) == "HEAD"
 	c.fillView()
 	rt, ok := c.s.route().Route(&c.view)
 	hasBody := c.head.Chunked || c.head.ContentLength > 0
@@ -197,25 +203,40 @@ func (c *h1conn) serveOne() bool {
 		c.writeProblem(problemBodyTooLarge, false)
 		return false
 	}
-	var upgrade []byte
+	upgrade, ok := c.upgradeFor(rt)
+	if !ok {
+		c.writeProblem(problemUpgrade, keep)
+		return keep
+	}
+	m := copy(c.method[:], c.head.Method)
+	c.fillOutbound(m, upgrade)
+	c.wbuf = appendHead(c.wbuf[:0], &c.out, rt)
+	if !rt.AccessLog {
+		return c.forward(rt, m)
+	}
+	start := time.Now()
+	c.status, c.reason = 0, ""
+	keep = c.forward(rt, m)
+	c.logAccess(rt, m, start)
+	return keep
+}
+
+// upgradeFor returns the Upgrade to forward (nil: none), or false when the
+// route does not allow the one asked for.
+func (c *h1conn) upgradeFor(rt *Route) ([]byte, bool) {
 	switch {
 	case c.head.Upgrade == nil:
+		return nil, true
 	case httpwire.EqualFold(c.head.Upgrade, "h2c"):
 		// The deprecated h2c upgrade (RFC 9113 retires it) is ignored, as
 		// a server may ignore any Upgrade: the request goes on in HTTP/1.1
 		// (curl --http2 on http:// then still works). Switching would make
 		// the connection a tunnel to one backend, past routing.
-	default:
-		if !allowedUpgrade(rt.Upgrades, c.head.Upgrade) {
-			c.writeProblem(problemUpgrade, keep)
-			return keep
-		}
-		upgrade = c.head.Upgrade
+		return nil, true
+	case !allowedUpgrade(rt.Upgrades, c.head.Upgrade):
+		return nil, false
 	}
-	m := copy(c.method[:], c.head.Method)
-	c.fillOutbound(m, upgrade)
-	c.wbuf = appendHead(c.wbuf[:0], &c.out, rt)
-	return c.forward(rt, m)
+	return c.head.Upgrade, true
 }
 
 // refuseHead answers a head that could not be read.
@@ -231,8 +252,8 @@ func (c *h1conn) refuseHead(err error) {
 
 // writeProblem writes a pre-built refusal and flushes it.
 func (c *h1conn) writeProblem(p *Problem, keep bool) {
-	isHead := string(c.head.Method) == "HEAD"
-	c.wbuf = p.appendH1(c.wbuf[:0], keep, isHead)
+	c.status, c.reason = p.Status, p.Reason
+	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead)
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(c.wbuf)
 	_ = c.bw.Flush()

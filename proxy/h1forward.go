@@ -101,6 +101,7 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 func (c *h1conn) upstreamFailed(cl *Cluster, err error, hasBody bool) bool {
 	switch {
 	case c.watch.gone:
+		c.status, c.reason = 499, "client-gone"
 		return false
 	case c.body.err != nil:
 		c.writeProblem(c.body.problem(), false)

@@ -19,6 +19,7 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	r := &c.uresp
 	h := &r.Head
 	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive
+	c.status, c.reason = h.Status, ""
 	noBody := httpwire.NoBody(c.method[:m], h.Status)
 	chunked := false
 	b := httpwire.AppendStatusLine(c.wbuf[:0], h.Status, h.Reason)

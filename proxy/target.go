@@ -46,6 +46,12 @@ type Route struct {
 	// chunked body that grows past it is cut and answered 413.
 	MaxBodyBytes int64
 
+	// AccessLog logs one line per request of the route (slog, Info):
+	// method, path, status (499: the client went away first), the
+	// gateway's reason code when the answer is its own, and the duration.
+	// Off by default: counting, not logging, is the per-request default.
+	AccessLog bool
+
 	// Upgrades lists the Upgrade tokens forwarded (lowercase, e.g.
 	// "websocket"); any other Upgrade request is refused with 400, and so
 	// is h2c even when listed (the h2c upgrade is never honoured).
