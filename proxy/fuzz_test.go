@@ -25,7 +25,8 @@ import (
 // connection and checks three properties:
 //
 //   - no panic and no hang: every connection ends within fuzzWait (the
-//     engine's own timeouts are short: fuzzTimeout);
+//     engine's own timeouts for heads, bodies and idle connections are
+//     short, fuzzTimeout, so that an incomplete input costs little);
 //   - every byte the proxy writes back is a sequence of responses that
 //     http.ReadResponse parses (1xx heads included, a 101 ending it);
 //   - the backend never receives a request httpwire would refuse: it
@@ -52,7 +53,7 @@ func FuzzH1Engine(f *testing.F) {
 }
 
 const (
-	fuzzTimeout = 300 * time.Millisecond
+	fuzzTimeout = 100 * time.Millisecond
 	fuzzWait    = 10 * time.Second
 )
 
@@ -100,7 +101,7 @@ func fuzzSetup(t *testing.T) *fuzzEnv {
 		}
 		s := NewServer(Config{
 			HeaderTimeout: fuzzTimeout, IdleTimeout: fuzzTimeout, BodyTimeout: fuzzTimeout,
-			SendTimeout: fuzzTimeout, Limits: fuzzLimits,
+			SendTimeout: time.Second, Limits: fuzzLimits, // the client reads as it goes
 		}, r)
 		go func() { _ = s.Serve(ln) }()
 		fuzzOnce.env = &fuzzEnv{addr: ln.Addr().String(), be: be}
