@@ -190,11 +190,15 @@ func (c *h1conn) serveOne() bool {
 	c.br.Discard(n)
 	c.isHead = string(c.head.Method) == "HEAD"
 	c.fillView()
-	rt, ok := c.s.route().Route(&c.view)
 	hasBody := c.head.Chunked || c.head.ContentLength > 0
 	// A refusal before the body is read closes the connection when there
 	// is a body: draining an unbounded body for keep-alive is not worth it.
 	keep := c.head.KeepAlive && !hasBody
+	if dotSegment(c.head.Path) {
+		c.writeProblem(problemDotSegments, keep)
+		return keep
+	}
+	rt, ok := c.s.route().Route(&c.view)
 	if !ok {
 		c.writeProblem(problemNoRoute, keep)
 		return keep

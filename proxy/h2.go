@@ -75,6 +75,10 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problemTwoLengths.writeHTTP(w, isHead)
 		return
 	}
+	if dotSegment(sbytes(path)) {
+		problemDotSegments.writeHTTP(w, isHead)
+		return
+	}
 	rt, ok := h.s.route().Route(&v)
 	if !ok {
 		problemNoRoute.writeHTTP(w, isHead)

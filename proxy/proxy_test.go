@@ -79,6 +79,8 @@ func TestMalformedRefused(t *testing.T) {
 		"CR in value":    "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rc\r\n\r\n",
 		"NUL in value":   "GET / HTTP/1.1\r\nHost: a\r\nX-A: b\x00c\r\n\r\n",
 		"no Host":        "GET / HTTP/1.1\r\n\r\n",
+		"dot-segments":   "GET /public/../admin HTTP/1.1\r\nHost: a\r\n\r\n",
+		"encoded dots":   "GET /public/%2e%2E/admin HTTP/1.1\r\nHost: a\r\n\r\n",
 	}
 	for name, req := range cases {
 		got := statusOf(raw(t, addr, req))

@@ -165,3 +165,11 @@ func protocolProblem(e *httpwire.Error) *Problem {
 	protocolProblems.Store(key, p)
 	return p
 }
+
+// sbytes views s as bytes without copying; the bytes must not be changed.
+func sbytes(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
