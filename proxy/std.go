@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
@@ -30,8 +32,10 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	head := appendHead(make([]byte, 0, 1024), o, rt)
 	ctx, cancel := stdContext(r.Context(), rt)
 	defer cancel()
+	idle := newIdleCut(rt, cancel)
+	defer idle.stop()
 	if r.Body != nil && r.Body != http.NoBody {
-		g := &bodyGate{rc: r.Body}
+		g := &bodyGate{rc: r.Body, idle: idle}
 		defer g.shut()
 		gr := *r // the engine's copy: the caller's request is not changed
 		gr.Body = g
@@ -40,7 +44,7 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	es.Start()
 	status, cut := 0, false
 	if cl.H2 != nil {
-		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr())
+		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr(), idle)
 	} else if pool := cl.pool(es.Addr()); pool != nil {
 		status, cut = forwardH1(ctx, w, r, rt, o, head, pool)
 	} else {
@@ -74,7 +78,9 @@ func stdContext(parent context.Context, rt *Route) (context.Context, context.Can
 // forwardH2 sends the request through the cluster's HTTP/2 transport. It
 // returns the upstream's status (0 when none was forwarded) and whether
 // the response body was cut after its head went out.
-func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string) (int, bool) {
+//
+// On a streaming route, idle ends the exchange after a silence both ways.
+func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string, idle *idleCut) (int, bool) {
 	cl := rt.Cluster
 	req, err := stdRequest(ctx, head, addr, r.Body, r.ContentLength)
 	if err != nil {
@@ -87,7 +93,11 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	req.Trailer = r.Trailer
 	resp, err := cl.H2.RoundTrip(req)
 	if err != nil {
-		stdProblem(ctx, cl, err).writeHTTP(w, r.Method == http.MethodHead)
+		p := stdProblem(ctx, cl, err)
+		if idle.timedOut() {
+			p = cl.timeout
+		}
+		p.writeHTTP(w, r.Method == http.MethodHead)
 		return 0, false
 	}
 	defer resp.Body.Close()
@@ -102,7 +112,11 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 		w.Header().Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	if !streamBody(w, resp.Body, resp.ContentLength) {
+	var body io.Reader = resp.Body
+	if idle != nil {
+		body = touchReader{resp.Body, idle}
+	}
+	if !streamBody(w, body, resp.ContentLength) {
 		return resp.StatusCode, true
 	}
 	for k, vs := range resp.Trailer {
@@ -293,6 +307,7 @@ func fieldsOf(h http.Header) []httpwire.Field {
 // after the handler is done.
 type bodyGate struct {
 	rc     io.ReadCloser
+	idle   *idleCut     // touched by every byte read; may be nil
 	mu     sync.RWMutex // held shared by each Read, exclusively by shut
 	closed bool         // guarded by mu
 }
@@ -303,7 +318,11 @@ func (g *bodyGate) Read(p []byte) (int, error) {
 	if g.closed {
 		return 0, errBodyGone
 	}
-	return g.rc.Read(p)
+	n, err := g.rc.Read(p)
+	if n > 0 {
+		g.idle.touch()
+	}
+	return n, err
 }
 
 // Close passes the transport's close on (the server's body may be closed
@@ -318,3 +337,55 @@ func (g *bodyGate) shut() {
 }
 
 var errBodyGone = errors.New("proxy: request body read after the exchange ended")
+
+// idleCut ends a streaming route's exchange with an HTTP/2 cluster once
+// the route's idle timeout passes with no byte in either direction (the
+// HTTP/1.1 pools bound each upstream read themselves; x/net's transport
+// has no such bound, so a stalled stream would be held forever). A nil
+// *idleCut does nothing.
+type idleCut struct {
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+// newIdleCut arms the cut for rt (nil unless rt is a streaming route to
+// an HTTP/2 cluster with an idle timeout); it calls cancel when it fires.
+func newIdleCut(rt *Route, cancel context.CancelFunc) *idleCut {
+	if !rt.Streaming || rt.IdleTimeout <= 0 || rt.Cluster.H2 == nil {
+		return nil
+	}
+	c := &idleCut{d: rt.IdleTimeout}
+	c.t = time.AfterFunc(c.d, func() { c.fired.Store(true); cancel() })
+	return c
+}
+
+// touch records a byte moved: the silence starts again.
+func (c *idleCut) touch() {
+	if c != nil {
+		c.t.Reset(c.d)
+	}
+}
+
+func (c *idleCut) stop() {
+	if c != nil {
+		c.t.Stop()
+	}
+}
+
+// timedOut reports whether the cut fired.
+func (c *idleCut) timedOut() bool { return c != nil && c.fired.Load() }
+
+// touchReader touches c for every byte read from r.
+type touchReader struct {
+	r io.Reader
+	c *idleCut
+}
+
+func (t touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.c.touch()
+	}
+	return n, err
+}
