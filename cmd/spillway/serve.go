@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -76,6 +77,9 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 	if a := g.AdminAddr(); a != "" {
 		log.Info("admin", "address", a)
 	}
+	// Go 1.25+ sizes GOMAXPROCS from the cgroup's CPU limit (and follows
+	// changes to it); say what it is, since proxy throughput follows it.
+	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU())
 	<-ctx.Done()
 	stop()
 	log.Info("shutting down", "timeout", *grace)
