@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -368,5 +369,91 @@ clusters: [{name: stall, protocol: h2c, endpoints: ["`+be+`"]}]
 	case <-cancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the backend's request was not cancelled within 5s of the cut")
+	}
+}
+
+// pacedBackend starts an h2c backend whose /held answer sends "part",
+// flushes, and sends "rest" only once release is closed, and whose
+// /paced answer sends eight pieces 100 ms apart.
+func pacedBackend(t *testing.T, release chan struct{}) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.URL.Path == "/held" {
+			_, _ = io.WriteString(w, "part")
+			_ = rc.Flush()
+			select {
+			case <-release:
+				_, _ = io.WriteString(w, "rest")
+			case <-r.Context().Done():
+			}
+			return
+		}
+		for i := range 8 {
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond) // the pacing under test, not a wait for a result
+			}
+			_, _ = fmt.Fprintf(w, "%d", i)
+			_ = rc.Flush()
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestH1ClientStreamsFromH2Upstream: an HTTP/1.1 client reading from an
+// h2c cluster gets each piece as the upstream sends it (the head and
+// "part" arrive while the upstream still holds the rest), and a body that
+// keeps moving outlives the listener's send inactivity bound (300ms),
+// which is re-armed on every write rather than set once for the whole
+// body.
+func TestH1ClientStreamsFromH2Upstream(t *testing.T) {
+	noLeaks(t)
+	release := make(chan struct{})
+	be := pacedBackend(t, release)
+	g := start(t, `
+version: 1
+admin: {address: off}
+listeners: [{name: plain, address: "127.0.0.1:0", limits: {body_inactivity: 300ms}}]
+routes: [{cluster: h2c, streaming: true, timeouts: {idle: 30s}}]
+clusters: [{name: h2c, protocol: h2c, endpoints: ["`+be+`"]}]
+`)
+	c, br := dialRaw(t, g.Addr("plain"))
+	if _, err := io.WriteString(c, "GET /held HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		close(release)
+		t.Fatalf("head while the upstream holds its body: %v", err)
+	}
+	part := make([]byte, 4)
+	if _, err := io.ReadFull(resp.Body, part); err != nil || string(part) != "part" {
+		close(release)
+		t.Fatalf("first piece %q (%v), want \"part\" before the upstream's rest", part, err)
+	}
+	close(release)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(rest) != "rest" {
+		t.Fatalf("rest %q (%v), want \"rest\"", rest, err)
+	}
+
+	if _, err := io.WriteString(c, "GET /paced HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(resp.Body)
+	if err != nil || string(all) != "01234567" {
+		t.Fatalf("paced body %q (%v), want \"01234567\" (700ms of steady writes past a 300ms send bound)", all, err)
 	}
 }

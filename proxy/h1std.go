@@ -117,7 +117,7 @@ func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody 
 		cw.Reset(c.bw)
 		w = &cw
 	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
+	if err := c.streamStd(w, resp.Body); err != nil {
 		_ = c.flush()
 		return false
 	}
@@ -125,4 +125,35 @@ func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody 
 		return false
 	}
 	return keep && c.flush() == nil
+}
+
+// streamStd copies an HTTP/2 upstream's body to w (the client's writer,
+// or a chunked writer over it), re-arming the send deadline on every write
+// and flushing whenever the upstream has nothing more at hand, as copyBody
+// does for HTTP/1.1 upstreams: a stream reaches the client as it is
+// produced, and a long steady download is not cut by a deadline set once.
+func (c *h1conn) streamStd(w io.Writer, body io.Reader) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if n < len(buf) && err == nil {
+				if werr := c.bw.Flush(); werr != nil {
+					return werr
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
