@@ -34,7 +34,15 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	defer cancel()
 	idle := newIdleCut(rt, cancel)
 	defer idle.stop()
-	if r.Body != nil && r.Body != http.NoBody {
+	if o.length == bodyNone || o.length == 0 {
+		// x/net/http2 gives a bodiless request a Body that reads EOF at
+		// once; a transport takes a Body with length 0 for one of unknown
+		// length (an open stream, then an empty DATA frame). NoBody sends
+		// the upstream what the HTTP/1.1 engine sends.
+		gr := *r
+		gr.Body = http.NoBody
+		r = &gr
+	} else if r.Body != nil && r.Body != http.NoBody {
 		g := &bodyGate{rc: r.Body, idle: idle}
 		defer g.shut()
 		gr := *r // the engine's copy: the caller's request is not changed
