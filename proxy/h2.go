@@ -4,8 +4,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/http2"
 
@@ -62,8 +63,11 @@ func (h stdHeader) Values(name string, fn func(string) bool) {
 
 func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path, query, hasQ := strings.Cut(r.RequestURI, "?")
+	st := h2streams.Get().(*h2stream)
+	defer st.release()
+	st.host = normalHost(st.host[:0], sbytes(r.Host))
 	v := request.View{
-		Method: r.Method, Host: string(normalHost(nil, []byte(r.Host))), Path: path, Query: query,
+		Method: r.Method, Host: bstr(st.host), Path: path, Query: query,
 		Major: r.ProtoMajor, Minor: r.ProtoMinor, Secure: h.secure, Client: h.peer,
 		Header: stdHeader(r.Header),
 	}
@@ -88,7 +92,7 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problemBodyTooLarge.writeHTTP(w, isHead)
 		return
 	}
-	o := h.outbound(r, path, query, hasQ)
+	o := h.outbound(st, r, path, query, hasQ)
 	forwardStd(h.s, w, r, &v, rt, o)
 }
 
@@ -96,26 +100,51 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fields, as httpwire's refusal does over HTTP/1.1.
 var problemTwoLengths = NewProblem(http.StatusBadRequest, "bad-request", "duplicate Content-Length", "")
 
+// h2stream is one HTTP/2 request's scratch space, pooled: the View's
+// host, the sorted field names and the outbound description, reused so
+// that a stream costs the engine few allocations of its own.
+type h2stream struct {
+	o     outbound
+	names []string
+	host  []byte
+}
+
+var h2streams = sync.Pool{New: func() any { return new(h2stream) }}
+
+// release clears the stream's references and pools it.
+func (st *h2stream) release() {
+	clear(st.o.fields)
+	clear(st.names)
+	st.o = outbound{fields: st.o.fields[:0], xff: st.o.xff[:0], fwd: st.o.fwd[:0]}
+	st.names = st.names[:0]
+	h2streams.Put(st)
+}
+
 // outbound describes an HTTP/2 request for appendHead: its fields sorted
 // by name (a map has no order; sorting makes the upstream head
-// deterministic), Host first.
-func (h *h2handler) outbound(r *http.Request, path, query string, hasQ bool) *outbound {
-	o := &outbound{
-		method: []byte(r.Method), path: []byte(path), host: []byte(r.Host),
-		peer: h.peer, secure: h.secure, trusted: h.trusted, hop: staticHop,
-	}
+// deterministic), Host first. The bytes are views of the request's
+// strings, never written.
+func (h *h2handler) outbound(st *h2stream, r *http.Request, path, query string, hasQ bool) *outbound {
+	o := &st.o
+	o.method, o.path, o.host = sbytes(r.Method), sbytes(path), sbytes(r.Host)
+	o.peer, o.secure, o.trusted, o.hop = h.peer, h.secure, h.trusted, staticHop
+	o.query = nil
 	if hasQ {
-		o.query = []byte(query)
+		o.query = sbytes(query)
+		if o.query == nil {
+			o.query = []byte{}
+		}
 	}
-	names := make([]string, 0, len(r.Header))
+	names := st.names[:0]
 	for k := range r.Header {
 		names = append(names, k)
 	}
-	sort.Strings(names)
-	o.fields = append(o.fields, httpwire.Field{Name: []byte("Host"), Value: []byte(r.Host)})
+	slices.Sort(names)
+	st.names = names
+	o.fields = append(o.fields[:0], httpwire.Field{Name: hostName, Value: o.host})
 	for _, k := range names {
 		for _, v := range r.Header[k] {
-			o.fields = append(o.fields, httpwire.Field{Name: []byte(k), Value: []byte(v)})
+			o.fields = append(o.fields, httpwire.Field{Name: sbytes(k), Value: sbytes(v)})
 		}
 	}
 	switch {
@@ -128,6 +157,8 @@ func (h *h2handler) outbound(r *http.Request, path, query string, hasQ bool) *ou
 	}
 	return o
 }
+
+var hostName = []byte("Host")
 
 // staticHop is the hop-by-hop test for HTTP/2 requests: HTTP/2 forbids
 // connection-specific fields (x/net/http2 refuses them), so only the
