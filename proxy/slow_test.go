@@ -300,3 +300,39 @@ func TestClientGoneMidBody(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowReaderCut: a client that asks for a large body and stops reading
+// is cut once the proxy's writes block for SendTimeout (300 ms), and the
+// upstream exchange is aborted: the backend's writes fail.
+func TestSlowReaderCut(t *testing.T) {
+	noLeaks(t)
+	wrote := make(chan error, 1)
+	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for {
+			if _, err := w.Write(pattern); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{SendTimeout: 300 * time.Millisecond}, one(rt))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "GET /endless HTTP/1.1\r\nHost: a\r\n\r\n")
+	select { // the socket buffers on the way fill, then the cut
+	case err := <-wrote:
+		t.Logf("backend write failed: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the backend is still writing to a client that stopped reading")
+	}
+	// What was buffered arrives, then the end: the proxy closed.
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if isTimeout(err) {
+		t.Fatalf("the client connection is still open after %d bytes", n)
+	}
+}
