@@ -198,6 +198,10 @@ func (c *h1conn) serveOne() bool {
 		c.writeProblem(problemDotSegments, keep)
 		return keep
 	}
+	if string(c.head.Method) == "CONNECT" {
+		c.writeProblem(problemConnect, false)
+		return false
+	}
 	rt, ok := c.s.route().Route(&c.view)
 	if !ok {
 		c.writeProblem(problemNoRoute, keep)

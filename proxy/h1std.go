@@ -35,6 +35,10 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	}
 	if c.out.length == bodyChunked {
 		req.ContentLength = -1
+		// Trailers arrive after the body: the transport sends what the
+		// map holds when the body ends, and the body fills it then.
+		req.Trailer = c.announcedTrailers()
+		req.Body = io.NopCloser(&trailerFill{c: c, h: req.Trailer})
 	}
 	c.watch.arm(ctx.cancelFn, requestTimeout(rt))
 	if !hasBody {
@@ -90,6 +94,10 @@ func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody 
 	chunked := false
 	switch {
 	case noBody:
+		if c.isHead && resp.ContentLength >= 0 {
+			b = strconv.AppendInt(append(b, "Content-Length: "...), resp.ContentLength, 10)
+			b = append(b, "\r\n"...)
+		}
 	case resp.ContentLength >= 0 && len(resp.Trailer) == 0:
 		b = strconv.AppendInt(append(b, "Content-Length: "...), resp.ContentLength, 10)
 		b = append(b, "\r\n"...)
@@ -156,4 +164,43 @@ func (c *h1conn) streamStd(w io.Writer, body io.Reader) error {
 			return err
 		}
 	}
+}
+
+// announcedTrailers returns the trailer names the client's Trailer field
+// announced, as keys without values: x/net/http2's transport sends only
+// trailers declared before the body (an HTTP/1.1 client that did not
+// announce its trailers loses them on the way to an HTTP/2 upstream).
+func (c *h1conn) announcedTrailers() http.Header {
+	h := http.Header{}
+	for i := range c.head.Fields {
+		f := &c.head.Fields[i]
+		if !httpwire.EqualFold(f.Name, "trailer") {
+			continue
+		}
+		for v := f.Value; len(v) > 0; {
+			var tok []byte
+			tok, v = nextToken(v)
+			if len(tok) > 0 {
+				h[http.CanonicalHeaderKey(string(tok))] = nil
+			}
+		}
+	}
+	return h
+}
+
+// trailerFill is the client's chunked body toward an HTTP/2 upstream: at
+// its end it copies the client's trailers into the request's Trailer map.
+type trailerFill struct {
+	c *h1conn
+	h http.Header
+}
+
+func (t *trailerFill) Read(p []byte) (int, error) {
+	n, err := t.c.body.Read(p)
+	if err == io.EOF {
+		for _, f := range t.c.body.trailers() {
+			t.h.Add(string(f.Name), string(f.Value))
+		}
+	}
+	return n, err
 }

@@ -79,6 +79,10 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problemTwoLengths.writeHTTP(w, isHead)
 		return
 	}
+	if r.Method == http.MethodConnect {
+		problemConnect.writeHTTP(w, false)
+		return
+	}
 	if dotSegment(sbytes(path)) {
 		problemDotSegments.writeHTTP(w, isHead)
 		return

@@ -9,6 +9,11 @@ import "net/http"
 // 5.2.4); a request that still has them is refused rather than guessed at.
 var problemDotSegments = NewProblem(http.StatusBadRequest, "bad-path", "the path has . or .. segments", "")
 
+// problemConnect refuses CONNECT: the gateway is a reverse proxy, and a
+// tunnel to whatever authority a client names is not a route (tcp
+// listeners are how the gateway carries raw connections).
+var problemConnect = NewProblem(http.StatusNotImplemented, "connect-refused", "CONNECT is not supported: this is a reverse proxy", "")
+
 // dotSegment reports whether path has a segment that is ".", "..", or
 // their percent-encoded forms ("%2e", "%2E%2e", …).
 func dotSegment(path []byte) bool {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -146,5 +147,35 @@ func TestH2CUpgradeIgnored(t *testing.T) {
 	resp := raw(t, addr, "GET /u HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings, close\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
 	if statusOf(resp) != "HTTP/1.1 200 OK" || strings.Contains(resp, "Upgrade: h2c") || strings.Contains(resp, "Http2-Settings") {
 		t.Fatalf("response:\n%s", resp)
+	}
+}
+
+// TestConnectRefused: CONNECT is a tunnel to any authority, not a route:
+// 501 on both engines, and the backend never sees it.
+func TestConnectRefused(t *testing.T) {
+	noLeaks(t)
+	be := backend(t, http.HandlerFunc(echo))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{HTTP2: true}, one(rt))
+	resp := raw(t, addr, "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n")
+	if statusOf(resp) != "HTTP/1.1 501 Not Implemented" || !strings.Contains(resp, "connect-refused") {
+		t.Fatalf("HTTP/1.1 CONNECT:\n%s", resp)
+	}
+}
+
+// TestDateAdded: an upstream answer without Date gets one.
+func TestDateAdded(t *testing.T) {
+	noLeaks(t)
+	be := cannedBackend(t)
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{}, one(rt))
+	resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	i := strings.Index(resp, "\r\nDate: ")
+	if i < 0 {
+		t.Fatalf("no Date:\n%s", resp)
+	}
+	line, _, _ := strings.Cut(resp[i+8:], "\r\n")
+	if d, err := http.ParseTime(line); err != nil || time.Since(d) > time.Minute || time.Until(d) > time.Minute {
+		t.Fatalf("Date %q: %v", line, err)
 	}
 }

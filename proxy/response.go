@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
 )
@@ -21,14 +24,18 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive
 	c.status, c.reason = h.Status, ""
 	noBody := httpwire.NoBody(c.method[:m], h.Status)
-	chunked := false
+	chunked, dated := false, false
 	b := httpwire.AppendStatusLine(c.wbuf[:0], h.Status, h.Reason)
 	for i := range h.Fields {
 		f := &h.Fields[i]
 		if h.HopByHop(f.Name) || isFraming(f.Name) || removed(f.Name, rt.ResponseRemove) {
 			continue
 		}
+		dated = dated || httpwire.EqualFold(f.Name, "date")
 		b = httpwire.AppendField(b, f.Name, f.Value)
+	}
+	if !dated {
+		b = appendDate(b) // RFC 9110 6.6.1: a recipient with a clock adds one
 	}
 	for _, f := range rt.ResponseAdd {
 		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
@@ -130,4 +137,24 @@ func appendTE(b, te []byte) []byte {
 		}
 	}
 	return append(b, "chunked\r\n"...)
+}
+
+// dates caches the Date field's value for the current second.
+var dates atomic.Pointer[dateValue]
+
+type dateValue struct {
+	unix int64
+	text []byte
+}
+
+// appendDate appends "Date: <now>" in the IMF-fixdate format.
+func appendDate(b []byte) []byte {
+	now := time.Now()
+	d := dates.Load()
+	if d == nil || d.unix != now.Unix() {
+		d = &dateValue{unix: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+		dates.Store(d)
+	}
+	b = append(append(b, "Date: "...), d.text...)
+	return append(b, "\r\n"...)
 }

@@ -62,6 +62,9 @@ func NewH2Transport(cfg Config, cleartext bool) http.RoundTripper {
 		ReadIdleTimeout:            H2ReadIdleTimeout,
 		PingTimeout:                H2PingTimeout,
 		StrictMaxConcurrentStreams: false,
+		// A proxy forwards the client's Accept-Encoding and the upstream's
+		// encoding as they are; it must not ask for gzip and decode.
+		DisableCompression: true,
 		MaxHeaderListSize:          uint32(cfg.maxHeaderBytes() + h2FieldOverhead*maxFields),
 	}
 	if cleartext {
