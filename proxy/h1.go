@@ -145,10 +145,10 @@ func (c *h1conn) readHead() (int, error) {
 			return 0, errQuiet
 		}
 	}
-	_ = c.c.SetReadDeadline(deadline(cfg.HeaderTimeout))
 	// Parse again only when new bytes hold an LF (a head ends with one):
 	// a client trickling a head byte by byte costs linear time, not
-	// quadratic.
+	// quadratic. The header deadline is armed only when the first read
+	// did not bring the whole head (the usual case costs no deadline).
 	seen := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
@@ -157,6 +157,9 @@ func (c *h1conn) readHead() (int, error) {
 			if err != httpwire.ErrIncomplete {
 				return n, err
 			}
+		}
+		if seen == 0 {
+			_ = c.c.SetReadDeadline(deadline(cfg.HeaderTimeout))
 		}
 		seen = len(buf)
 		if seen >= cfg.Limits.MaxHeaderBytes {

@@ -86,10 +86,14 @@ func (c *h1conn) copyBody(chunked bool) bool {
 	if chunked {
 		cw.Reset(c.bw)
 	}
+	armed := true // copyResponse armed the write deadline for the head
 	for {
 		n, err := c.uresp.Body.Read(buf)
 		if n > 0 {
-			_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+			if !armed {
+				_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+			}
+			armed = false // re-armed before every later write: an inactivity bound
 			var werr error
 			if chunked {
 				_, werr = cw.Write(buf[:n])
@@ -108,6 +112,9 @@ func (c *h1conn) copyBody(chunked bool) bool {
 				if cw.Close(c.uresp.Trailers()) != nil {
 					return false
 				}
+			}
+			if c.bw.Buffered() == 0 {
+				return true // flushed after the last read
 			}
 			return c.flush() == nil
 		}
