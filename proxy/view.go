@@ -3,7 +3,6 @@ package proxy
 import (
 	"net"
 	"net/netip"
-	"sync"
 	"unsafe"
 
 	"github.com/spillwayhq/spillway/httpwire"
@@ -152,18 +151,24 @@ func nextToken(v []byte) (tok, rest []byte) {
 	return tok, rest
 }
 
-// protocolProblems caches one Problem per parser refusal (a fixed set of
-// reasons), built on first use.
-var protocolProblems sync.Map // "status reason" → *Problem
-
-func protocolProblem(e *httpwire.Error) *Problem {
-	key := e.Reason
-	if p, ok := protocolProblems.Load(key); ok && p.(*Problem).Status == e.Status {
-		return p.(*Problem)
+// protocolProblems holds one pre-built Problem per parser refusal (the
+// fixed set httpwire.Refusals lists, plus the engine's own), keyed by the
+// *httpwire.Error: built once, read without a lock.
+var protocolProblems = func() map[*httpwire.Error]*Problem {
+	m := map[*httpwire.Error]*Problem{}
+	for _, e := range append(httpwire.Refusals(), errHeadTooLarge) {
+		m[e] = NewProblem(e.Status, "bad-request", e.Reason, "")
 	}
-	p := NewProblem(e.Status, "bad-request", e.Reason, "")
-	protocolProblems.Store(key, p)
-	return p
+	return m
+}()
+
+// protocolProblem returns the answer to a refusal; an *Error not built in
+// advance (none today) gets a Problem made for it.
+func protocolProblem(e *httpwire.Error) *Problem {
+	if p, ok := protocolProblems[e]; ok {
+		return p
+	}
+	return NewProblem(e.Status, "bad-request", e.Reason, "")
 }
 
 // sbytes views s as bytes without copying; the bytes must not be changed.

@@ -65,7 +65,7 @@ func NewH2Transport(cfg Config, cleartext bool) http.RoundTripper {
 		// A proxy forwards the client's Accept-Encoding and the upstream's
 		// encoding as they are; it must not ask for gzip and decode.
 		DisableCompression: true,
-		MaxHeaderListSize:          uint32(cfg.maxHeaderBytes() + h2FieldOverhead*maxFields),
+		MaxHeaderListSize:  uint32(cfg.maxHeaderBytes() + h2FieldOverhead*maxFields),
 	}
 	if cleartext {
 		t.DialTLSContext = func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
