@@ -24,9 +24,12 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	}
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
+	hdr := newHeaderTimer(rt.ResponseHeaderTimeout, ctx.cancelFn)
+	idle := newIdleCut(rt, ctx.cancelFn)
+	defer idle.stop()
 	var body io.ReadCloser
 	if hasBody {
-		body = io.NopCloser(&c.body)
+		body = io.NopCloser(touchReader{&c.body, idle})
 	}
 	req, err := stdRequest(ctx, c.wbuf, es.Addr(), body, c.out.length)
 	if err != nil {
@@ -38,14 +41,16 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 		// Trailers arrive after the body: the transport sends what the
 		// map holds when the body ends, and the body fills it then.
 		req.Trailer = c.announcedTrailers()
-		req.Body = io.NopCloser(&trailerFill{c: c, h: req.Trailer})
+		req.Body = io.NopCloser(touchReader{&trailerFill{c: c, h: req.Trailer}, idle})
 	}
+	req.Body = sendBody(req.Body, hdr)
 	c.watch.arm(ctx.cancelFn, requestTimeout(rt))
 	if !hasBody {
 		c.watch.start()
 	}
 	es.Start()
 	resp, err := cl.H2.RoundTrip(req)
+	hdr.stop()
 	if err != nil {
 		c.watch.stop()
 		how := endUpstream
@@ -58,11 +63,14 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 		}
 		keep := c.head.KeepAlive && (c.body.done || !hasBody)
 		p := cl.problemFor(err)
-		if c.watch.timedOut {
+		if c.watch.timedOut || hdr.timedOut() || idle.timedOut() {
 			p = cl.timeout
 		}
 		c.writeProblem(p, keep)
 		return keep
+	}
+	if idle != nil {
+		resp.Body = readCloser{touchReader{resp.Body, idle}, resp.Body}
 	}
 	keep := c.copyStdResponse(rt, m, resp, hasBody)
 	_ = resp.Body.Close()
@@ -203,4 +211,10 @@ func (t *trailerFill) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// readCloser pairs a reader with the closer of the body it wraps.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }

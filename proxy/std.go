@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
@@ -90,7 +88,10 @@ func stdContext(parent context.Context, rt *Route) (context.Context, context.Can
 // On a streaming route, idle ends the exchange after a silence both ways.
 func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string, idle *idleCut) (int, bool) {
 	cl := rt.Cluster
-	req, err := stdRequest(ctx, head, addr, r.Body, r.ContentLength)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hdr := newHeaderTimer(rt.ResponseHeaderTimeout, cancel)
+	req, err := stdRequest(hctx, head, addr, sendBody(r.Body, hdr), r.ContentLength)
 	if err != nil {
 		cl.badResponse.writeHTTP(w, r.Method == http.MethodHead)
 		return 0, false
@@ -100,9 +101,10 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	}
 	req.Trailer = r.Trailer
 	resp, err := cl.H2.RoundTrip(req)
+	hdr.stop()
 	if err != nil {
 		p := stdProblem(ctx, cl, err)
-		if idle.timedOut() {
+		if idle.timedOut() || hdr.timedOut() {
 			p = cl.timeout
 		}
 		p.writeHTTP(w, r.Method == http.MethodHead)
@@ -345,55 +347,3 @@ func (g *bodyGate) shut() {
 }
 
 var errBodyGone = errors.New("proxy: request body read after the exchange ended")
-
-// idleCut ends a streaming route's exchange with an HTTP/2 cluster once
-// the route's idle timeout passes with no byte in either direction (the
-// HTTP/1.1 pools bound each upstream read themselves; x/net's transport
-// has no such bound, so a stalled stream would be held forever). A nil
-// *idleCut does nothing.
-type idleCut struct {
-	d     time.Duration
-	t     *time.Timer
-	fired atomic.Bool
-}
-
-// newIdleCut arms the cut for rt (nil unless rt is a streaming route to
-// an HTTP/2 cluster with an idle timeout); it calls cancel when it fires.
-func newIdleCut(rt *Route, cancel context.CancelFunc) *idleCut {
-	if !rt.Streaming || rt.IdleTimeout <= 0 || rt.Cluster.H2 == nil {
-		return nil
-	}
-	c := &idleCut{d: rt.IdleTimeout}
-	c.t = time.AfterFunc(c.d, func() { c.fired.Store(true); cancel() })
-	return c
-}
-
-// touch records a byte moved: the silence starts again.
-func (c *idleCut) touch() {
-	if c != nil {
-		c.t.Reset(c.d)
-	}
-}
-
-func (c *idleCut) stop() {
-	if c != nil {
-		c.t.Stop()
-	}
-}
-
-// timedOut reports whether the cut fired.
-func (c *idleCut) timedOut() bool { return c != nil && c.fired.Load() }
-
-// touchReader touches c for every byte read from r.
-type touchReader struct {
-	r io.Reader
-	c *idleCut
-}
-
-func (t touchReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		t.c.touch()
-	}
-	return n, err
-}
