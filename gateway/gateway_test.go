@@ -242,14 +242,22 @@ clusters:
 	get(t, c, "http://"+g.Addr("web")+"/logged/x")
 	get(t, c, "http://"+g.Addr("web")+"/dead")
 	get(t, c, "http://"+g.Addr("web")+"/quiet")
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	h2 := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	defer h2.CloseIdleConnections()
+	get(t, h2, "http://"+g.Addr("web")+"/logged/h2")
 	var lines []string
 	for _, l := range strings.Split(buf.String(), "\n") {
 		if strings.Contains(l, "msg=access") {
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != 2 {
-		t.Fatalf("want 2 access lines (the quiet route logs nothing), got:\n%s", buf.String())
+	if len(lines) != 3 {
+		t.Fatalf("want 3 access lines (the quiet route logs nothing), got:\n%s", buf.String())
+	}
+	if !strings.Contains(lines[2], "route=logged method=GET") || !strings.Contains(lines[2], "status=200") {
+		t.Errorf("HTTP/2 line: %s", lines[2])
 	}
 	if !strings.Contains(lines[0], "route=logged method=GET host=127.0.0.1") || !strings.Contains(lines[0], "status=200 reason=\"\"") {
 		t.Errorf("first line: %s", lines[0])

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 )
 
@@ -21,6 +22,48 @@ func (c *h1conn) logAccess(rt *Route, m int, start time.Time) {
 		slog.String("client", c.peer.String()),
 		slog.Int("status", status),
 		slog.String("reason", c.reason),
+		slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
+	)
+}
+
+// statusWriter remembers the status an HTTP/2 handler answered, for the
+// access log; Unwrap keeps http.ResponseController's Flush and deadlines.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// logStd writes the access log line of an HTTP/2 request (deferred, so a
+// stream reset after a cut body is logged too): 499 when the client left
+// first.
+func (s *Server) logStd(rt *Route, r *http.Request, w *statusWriter, start time.Time) {
+	status := w.status
+	if r.Context().Err() != nil {
+		status = 499
+	}
+	s.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "access",
+		slog.String("route", rt.Name),
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("client", r.RemoteAddr),
+		slog.Int("status", status),
+		slog.String("reason", w.Header().Get("Spillway-Reason")),
 		slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
 	)
 }

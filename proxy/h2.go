@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -95,6 +96,11 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
 		problemBodyTooLarge.writeHTTP(w, isHead)
 		return
+	}
+	if rt.AccessLog {
+		sw := &statusWriter{ResponseWriter: w}
+		defer h.s.logStd(rt, r, sw, time.Now())
+		w = sw
 	}
 	o := h.outbound(st, r, path, query, hasQ)
 	forwardStd(h.s, w, r, &v, rt, o)
