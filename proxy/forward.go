@@ -80,6 +80,8 @@ func appendHead(dst []byte, o *outbound, rt *Route) []byte {
 			continue // the gateway answers 100-continue itself
 		case httpwire.EqualFold(f.Name, "host"):
 			g.hostField = true
+		case posesAsGatewayField(f.Name):
+			continue
 		}
 		dst = httpwire.AppendField(dst, f.Name, f.Value)
 	}
@@ -246,4 +248,46 @@ func appendRequestID(dst []byte) []byte {
 	dst = append(dst, make([]byte, 32)...)
 	hex.Encode(dst[n:], b[:])
 	return dst
+}
+
+// gatewayFields are the fields the gateway sets, in the form CGI and WSGI
+// servers give header names (dashes as underscores, so "X_Forwarded_For"
+// and "X-Forwarded-For" both become HTTP_X_FORWARDED_FOR there).
+var gatewayFields = []string{"x_forwarded_for", "x_forwarded_proto", "x_forwarded_host", "x_request_id", "forwarded"}
+
+// posesAsGatewayField reports whether name, with an underscore in it,
+// would read as one of the gateway's own fields once a backend maps
+// dashes to underscores: such a field is dropped, or a client could spoof
+// X-Forwarded-For past the gateway (nginx drops every underscored name by
+// default; this drops only the ones that collide).
+func posesAsGatewayField(name []byte) bool {
+	under := false
+	for _, c := range name {
+		if c == '_' {
+			under = true
+			break
+		}
+	}
+	if !under {
+		return false
+	}
+	for _, g := range gatewayFields {
+		if len(g) != len(name) {
+			continue
+		}
+		same := true
+		for i, c := range name {
+			if c == '-' {
+				c = '_'
+			}
+			if c|0x20 != g[i]|0x20 {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
 }

@@ -179,3 +179,18 @@ func TestDateAdded(t *testing.T) {
 		t.Fatalf("Date %q: %v", line, err)
 	}
 }
+
+// TestUnderscoreSpoofDropped: X_Forwarded_For (which CGI-style backends
+// read as X-Forwarded-For) is dropped; other underscored names pass.
+func TestUnderscoreSpoofDropped(t *testing.T) {
+	noLeaks(t)
+	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%q %q", r.Header.Values("X_forwarded_for"), r.Header.Values("X_custom"))
+	}))
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	addr, _ := startProxy(t, Config{}, one(rt))
+	resp := raw(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 6.6.6.6\r\nX_Custom: ok\r\nConnection: close\r\n\r\n")
+	if !strings.HasSuffix(resp, `[] ["ok"]`) {
+		t.Fatalf("backend saw:\n%s", resp)
+	}
+}
