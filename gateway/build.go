@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spillwayhq/spillway/clock"
@@ -54,7 +55,7 @@ func adds(m map[string]string, remove []string) ([]proxy.Field, []string) {
 	var out []proxy.Field
 	for _, k := range sortedKeys(m) {
 		out = append(out, proxy.Field{Name: k, Value: m[k]})
-		remove = append(remove, toLower(k))
+		remove = append(remove, strings.ToLower(k))
 	}
 	return out, remove
 }

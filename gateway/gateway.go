@@ -241,12 +241,10 @@ func (g *Gateway) startAdmin() error {
 func lower(list []string) []string {
 	out := make([]string, len(list))
 	for i, s := range list {
-		out[i] = toLower(s)
+		out[i] = strings.ToLower(s)
 	}
 	return out
 }
-
-func toLower(s string) string { return strings.ToLower(s) }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))

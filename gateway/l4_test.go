@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,48 +15,18 @@ import (
 // open connections, so its address refuses from then on.
 type tcpEcho struct {
 	addr string
-	ln   net.Listener
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	cs   map[net.Conn]bool
+	stop func()
 }
 
 func newTCPEcho(t *testing.T, name string) *tcpEcho {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &tcpEcho{addr: ln.Addr().String(), ln: ln, cs: map[net.Conn]bool{}}
-	e.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			e.mu.Lock()
-			e.cs[c] = true
-			e.mu.Unlock()
-			e.wg.Go(func() {
-				defer c.Close()
-				if _, err := io.WriteString(c, name+"\n"); err == nil {
-					_, _ = io.Copy(c, c)
-				}
-			})
+	addr, stop := rawServer(t, func(c net.Conn) {
+		defer c.Close()
+		if _, err := io.WriteString(c, name+"\n"); err == nil {
+			_, _ = io.Copy(c, c)
 		}
 	})
-	t.Cleanup(e.stop)
-	return e
-}
-
-func (e *tcpEcho) stop() {
-	_ = e.ln.Close()
-	e.mu.Lock()
-	for c := range e.cs {
-		_ = c.Close()
-	}
-	e.mu.Unlock()
-	e.wg.Wait()
+	return &tcpEcho{addr: addr, stop: stop}
 }
 
 // deadAddr returns a loopback address nothing listens on.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,35 +124,8 @@ type switcher struct {
 
 func newSwitcher(t *testing.T) *switcher {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &switcher{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() { s.serve(c) })
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	s := &switcher{}
+	s.addr, _ = rawServer(t, s.serve)
 	return s
 }
 
@@ -332,43 +304,51 @@ clusters: [{name: stall, protocol: h2c, endpoints: ["`+be+`"]}]
 	}
 }
 
-// TestH2StreamingIdleCutsStalledStream: on a streaming route to an h2c
+// TestStreamingIdleCutsStalledStream: on a streaming route to an h2c
 // cluster, timeouts.idle (300ms) bounds a silence in both directions: an
-// upstream that sends its head and "part", then stalls, is cut (the h2c
-// client's body read fails) and its request cancelled, well before the
-// client's own 10 s. (Before, x/net's transport held the stream forever.)
-func TestH2StreamingIdleCutsStalledStream(t *testing.T) {
+// upstream that sends its head and "part", then stalls, is cut (the
+// client's body read fails) and its request cancelled, after the idle
+// timeout — not the route's 100ms request timeout, which a streaming
+// route does not use — and well before the client's own 10s. Both
+// engines: an HTTP/1.1 client (h1std.go's path) and an h2c one (std.go's).
+func TestStreamingIdleCutsStalledStream(t *testing.T) {
 	noLeaks(t)
-	be, cancelled := stallBackend(t)
-	g := start(t, `
+	for _, h2 := range []bool{false, true} {
+		be, cancelled := stallBackend(t)
+		g := start(t, `
 version: 1
 admin: {address: off}
 listeners: [{name: plain, address: "127.0.0.1:0"}]
 routes: [{cluster: stall, streaming: true, timeouts: {request: 100ms, idle: 300ms}}]
 clusters: [{name: stall, protocol: h2c, endpoints: ["`+be+`"]}]
 `)
-	h2c := new(http.Protocols)
-	h2c.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: h2c}
-	defer tr.CloseIdleConnections()
-	began := time.Now()
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + g.Addr("plain") + "/events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	took := time.Since(began)
-	if string(b) != "part" || err == nil {
-		t.Fatalf("stalled stream: %q, read error %v; want \"part\" then an error", b, err)
-	}
-	if took < 300*time.Millisecond || took > 5*time.Second {
-		t.Fatalf("stalled stream cut after %v, want after the 300ms idle timeout (not the 100ms request timeout) and well before the client's 10s", took)
-	}
-	select {
-	case <-cancelled:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the backend's request was not cancelled within 5s of the cut")
+		p := new(http.Protocols)
+		if h2 {
+			p.SetUnencryptedHTTP2(true)
+		} else {
+			p.SetHTTP1(true)
+		}
+		tr := &http.Transport{Protocols: p}
+		began := time.Now()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + g.Addr("plain") + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		took := time.Since(began)
+		if string(b) != "part" || err == nil {
+			t.Fatalf("%s: stalled stream: %q, read error %v; want \"part\" then an error", resp.Proto, b, err)
+		}
+		if took < 300*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("%s: stalled stream cut after %v, want after the 300ms idle timeout (not the 100ms request timeout) and well before the client's 10s", resp.Proto, took)
+		}
+		select {
+		case <-cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the backend's request was not cancelled within 5s of the cut", resp.Proto)
+		}
 	}
 }
 

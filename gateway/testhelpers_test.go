@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,3 +145,44 @@ func dialRaw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 
 // crlf turns a request written with "\n" line ends into wire form.
 func crlf(s string) string { return strings.ReplaceAll(s, "\n", "\r\n") }
+
+// rawServer accepts TCP connections on loopback and serves each with
+// serve on its own goroutine. stop (also run at cleanup; idempotent)
+// closes the listener and every open connection and waits for the
+// goroutines, so the address refuses from then on.
+func rawServer(t *testing.T, serve func(net.Conn)) (addr string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() { serve(c) })
+		}
+	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = ln.Close()
+			mu.Lock()
+			for c := range conns {
+				_ = c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	return ln.Addr().String(), stop
+}

@@ -32,38 +32,15 @@ type wsBackend struct {
 
 func newWSBackend(t *testing.T) *wsBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &wsBackend{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	var cmu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			cmu.Lock()
-			conns[c] = true
-			cmu.Unlock()
-			wg.Go(func() { b.serve(c) })
-		}
-	})
+	b := &wsBackend{}
+	// Registered first, so it runs after rawServer's stop: every frame
+	// error is in by then.
 	t.Cleanup(func() {
-		_ = ln.Close()
-		cmu.Lock()
-		for c := range conns {
-			_ = c.Close()
-		}
-		cmu.Unlock()
-		wg.Wait()
 		for _, err := range b.errs {
 			t.Errorf("websocket backend: %v", err)
 		}
 	})
+	b.addr, _ = rawServer(t, b.serve)
 	return b
 }
 

@@ -76,7 +76,7 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		b.done = true
 		if c.br.Buffered() == 0 {
-			c.watch.startLater()
+			c.watch.start()
 		}
 		return n, io.EOF
 	}

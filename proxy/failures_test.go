@@ -204,9 +204,10 @@ func TestLimits(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("slow head cut after %v", d)
 	}
-	if n := hits.Load(); n != 1 {
-		// Only the chunked body reached the backend before it grew too large.
-		t.Logf("backend hits: %d", n)
+	// Only the chunked request may have reached the backend (its head goes
+	// up before the body grows too large); every other one was refused first.
+	if n := hits.Load(); n > 1 {
+		t.Errorf("the backend saw %d requests, want at most the chunked one", n)
 	}
 }
 

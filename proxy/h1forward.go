@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
@@ -43,7 +42,7 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 			how = endClient
 		}
 		cl.finish(es, now, c.s.cfg.Clock.Now(), 0, how)
-		return c.upstreamFailed(cl, err, hasBody)
+		return c.upstreamFailed(cl, err, c.watch.timedOut)
 	}
 	if c.uresp.Head.Status == 101 {
 		c.watch.stop()
@@ -97,8 +96,9 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 
 // upstreamFailed answers a failed exchange: the client's own fault (its
 // body stopped, was malformed or too large), its departure (nothing to
-// answer: logged as 499), or the upstream's (502/504 naming the cluster).
-func (c *h1conn) upstreamFailed(cl *Cluster, err error, hasBody bool) bool {
+// answer: logged as 499), or the upstream's (502/504 naming the cluster;
+// 504 whenever one of the exchange's timeouts cut it).
+func (c *h1conn) upstreamFailed(cl *Cluster, err error, timedOut bool) bool {
 	switch {
 	case c.watch.gone:
 		c.status, c.reason = 499, "client-gone"
@@ -107,15 +107,12 @@ func (c *h1conn) upstreamFailed(cl *Cluster, err error, hasBody bool) bool {
 		c.writeProblem(c.body.problem(), false)
 		return false
 	}
-	var ue *upstream.Error
-	if errors.As(err, &ue) && ue.Kind == upstream.KindCanceled {
-		// Not the client (handled above): the route's request timeout.
-		keep := c.head.KeepAlive && c.body.done
-		c.writeProblem(cl.timeout, keep)
-		return keep
+	p := cl.problemFor(err)
+	if timedOut {
+		p = cl.timeout
 	}
-	keep := c.head.KeepAlive && (c.body.done || !hasBody)
-	c.writeProblem(cl.problemFor(err), keep)
+	keep := c.head.KeepAlive && c.body.done // done is set for a bodiless request
+	c.writeProblem(p, keep)
 	return keep
 }
 

@@ -58,16 +58,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 			how = endClient
 		}
 		cl.finish(es, now, c.s.cfg.Clock.Now(), 0, how)
-		if c.watch.gone || c.body.err != nil {
-			return c.upstreamFailed(cl, err, hasBody)
-		}
-		keep := c.head.KeepAlive && (c.body.done || !hasBody)
-		p := cl.problemFor(err)
-		if c.watch.timedOut || hdr.timedOut() || idle.timedOut() {
-			p = cl.timeout
-		}
-		c.writeProblem(p, keep)
-		return keep
+		return c.upstreamFailed(cl, err, c.watch.timedOut || hdr.timedOut() || idle.timedOut())
 	}
 	if idle != nil {
 		resp.Body = readCloser{touchReader{resp.Body, idle}, resp.Body}

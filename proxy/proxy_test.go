@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +67,8 @@ func TestProxyBasics(t *testing.T) {
 
 func TestMalformedRefused(t *testing.T) {
 	noLeaks(t)
-	hits := 0
-	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	var hits atomic.Int32
+	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
 	addr, _ := startProxy(t, Config{}, one(rt))
 	cases := map[string]string{
@@ -89,8 +90,8 @@ func TestMalformedRefused(t *testing.T) {
 			t.Errorf("%s: got %q, want a 400", name, got)
 		}
 	}
-	if hits != 0 {
-		t.Errorf("the backend saw %d malformed requests", hits)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the backend saw %d malformed requests", n)
 	}
 }
 

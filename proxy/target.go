@@ -108,7 +108,8 @@ func (c *Cluster) pool(addr string) *upstream.Pool {
 	return (*m)[addr]
 }
 
-// problemFor maps an upstream error to the cluster's pre-built answer.
+// problemFor maps an upstream error to the cluster's pre-built answer. A
+// cancelled exchange whose client is still there was cut by a timeout.
 func (c *Cluster) problemFor(err error) *Problem {
 	ue, ok := err.(*upstream.Error)
 	if !ok {
@@ -117,7 +118,7 @@ func (c *Cluster) problemFor(err error) *Problem {
 	switch ue.Kind {
 	case upstream.KindRefused:
 		return c.refused
-	case upstream.KindTimeout:
+	case upstream.KindTimeout, upstream.KindCanceled:
 		return c.timeout
 	case upstream.KindBadResponse:
 		return c.badResponse

@@ -59,9 +59,6 @@ func (w *watcher) start() {
 	w.mu.Unlock()
 }
 
-// startLater is start, called by the body reader at the body's end.
-func (w *watcher) startLater() { w.start() }
-
 // epoch is the origin of the watchers' deadlines (monotonic time).
 var epoch = time.Now()
 
