@@ -88,3 +88,12 @@ func problems(t *testing.T, in string, lookup func(string) (string, bool)) []str
 	}
 	return out
 }
+
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

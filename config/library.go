@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"net/netip"
+	"slices"
 	"net/textproto"
 
 	"google.golang.org/grpc/credentials"
@@ -73,11 +74,26 @@ func (l *Listener) ServerTLS() *tls.Config {
 	return l.tls.Clone()
 }
 
+// CertificateFiles returns, per certificate of the listener's TLS (in
+// order), the files its chain and key were read from ("" for a value given
+// inline): the gateway reloads them when they change.
+func (l *Listener) CertificateFiles() []CertFiles { return slices.Clone(l.certFiles) }
+
+// ProxyPrefixes returns proxy_protocol.from as prefixes; nil without.
+func (l *Listener) ProxyPrefixes() []netip.Prefix {
+	if l.ProxyProtocol == nil {
+		return nil
+	}
+	return prefixes(l.ProxyProtocol.From)
+}
+
 // TrustedPrefixes returns trusted_proxies as prefixes (an address as a
 // prefix of its full length).
-func (l *Listener) TrustedPrefixes() []netip.Prefix {
-	out := make([]netip.Prefix, len(l.TrustedProxies))
-	for i, s := range l.TrustedProxies {
+func (l *Listener) TrustedPrefixes() []netip.Prefix { return prefixes(l.TrustedProxies) }
+
+func prefixes(list []string) []netip.Prefix {
+	out := make([]netip.Prefix, len(list))
+	for i, s := range list {
 		out[i] = prefixOf(s)
 	}
 	return out

@@ -55,7 +55,7 @@ func Parse(file string, data []byte) (*Config, error) {
 
 func parse(file string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	d := &decoder{Reader: &yamlfile.Reader{File: file, Wrap: ErrInvalid, Max: MaxProblems},
-		pos: positions{m: make(map[any]Pos)}, dir: filepath.Dir(file), lookup: lookup}
+		pos: positions{m: make(map[any]Pos)}, dir: filepath.Dir(file), lookup: lookup, files: map[any]string{}}
 	if len(data) > MaxFileBytes {
 		d.Problem(nil, "file is larger than %d bytes", MaxFileBytes)
 		return nil, d.Err()

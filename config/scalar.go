@@ -60,12 +60,9 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // MaxRefBytes, with one trailing newline removed. A relative path is taken
 // from dir.
 func readRef(ref, dir string) (string, error) {
-	path := strings.TrimPrefix(ref, "file:")
+	path := refPath(ref, dir)
 	if path == "" {
 		return "", errors.New("file: names no file (want file:/path)")
-	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, path)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -84,6 +81,16 @@ func readRef(ref, dir string) (string, error) {
 	}
 	s := strings.TrimSuffix(string(data), "\n")
 	return strings.TrimSuffix(s, "\r"), nil
+}
+
+// refPath is the path a file: reference names ("" for none), relative
+// ones taken from dir.
+func refPath(ref, dir string) string {
+	path := strings.TrimPrefix(ref, "file:")
+	if path != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	return path
 }
 
 // unwrapPath drops the *os.PathError's operation and path, which the

@@ -19,6 +19,9 @@ type Config struct {
 	Listeners []Listener `yaml:"listeners" doc:"Where the gateway accepts connections; at least one." required:"true" min:"1"`
 	Routes    []Route    `yaml:"routes" doc:"HTTP routes, tried in file order: the first whose match fits a request takes it; a request no route takes gets a 404."`
 	Clusters  []Cluster  `yaml:"clusters" doc:"Groups of upstream endpoints that routes and tcp listeners send to."`
+	Drain     Drain      `yaml:"drain" doc:"What SIGTERM does: fail readiness, keep serving for delay, then stop within timeout."`
+	Reload    Reload     `yaml:"reload" doc:"Hot reload of this file (also on SIGHUP and POST /reload on the admin endpoint)."`
+	Overload  Overload   `yaml:"overload" doc:"The gateway's protection of itself, over all listeners: connections, TLS handshakes, heap and goroutines."`
 
 	file string     // the name Load or Parse was given
 	pos  *positions // where each decoded value was written
@@ -26,7 +29,33 @@ type Config struct {
 
 // Admin is the admin endpoint.
 type Admin struct {
-	Address string `yaml:"address" doc:"host:port of the admin endpoint; \"\" or \"off\" turns it off (stored as \"\")." default:"127.0.0.1:9901" kind:"listen-or-off"`
+	Address string   `yaml:"address" doc:"host:port of the admin endpoint; \"\" or \"off\" turns it off (stored as \"\")." default:"127.0.0.1:9901" kind:"listen-or-off"`
+	Token   string   `yaml:"token" doc:"Bearer token every admin request but GET /live and /ready must carry (Authorization: Bearer …); required when address is not a loopback address; usually ${ENV} or file:." secret:"true"`
+	Hosts   []string `yaml:"hosts" doc:"Host header values the admin endpoint answers besides localhost, loopback addresses and its own address (a guard against DNS rebinding)." kind:"host"`
+	Metrics bool     `yaml:"metrics" doc:"Serve Prometheus metrics at /metrics and count them on the request path; false: neither." default:"true"`
+}
+
+// Drain is the shutdown sequence started by SIGTERM (or SIGINT).
+type Drain struct {
+	Delay   Duration `yaml:"delay" doc:"After SIGTERM, readiness fails at once and the listeners keep accepting for this long, answering with Connection: close and sending HTTP/2 GOAWAY (Kubernetes removes a terminating pod from its endpoints a few seconds after SIGTERM; set about 5s there)." default:"0s"`
+	Timeout Duration `yaml:"timeout" doc:"Then the listeners and idle connections close and in-flight requests may run this long before their connections are closed; the process then exits 0." default:"10s" min:"1ms"`
+}
+
+// Reload is how the gateway follows its config file.
+type Reload struct {
+	Watch    bool     `yaml:"watch" doc:"Watch the file's directory and reload when the file changes (a Kubernetes ConfigMap's ..data symlink swap included)." default:"true"`
+	Debounce Duration `yaml:"debounce" doc:"Quiet time after the last change before a watched change is reloaded (editors and kubelet write in several steps)." default:"500ms" min:"1ms"`
+}
+
+// Overload is the gateway's self-protection.
+type Overload struct {
+	MaxConnections int      `yaml:"max_connections" doc:"Most client connections open at once over every listener (beyond it a new connection is closed at once); 0: half the process's open-file limit." default:"0" min:"0"`
+	HandshakeRate  float64  `yaml:"tls_handshakes_per_second" doc:"Most TLS handshakes started per second over every listener (bursts of as many); a connection beyond it is closed before its handshake; 0: unlimited." default:"0" min:"0"`
+	HeapSoft       Bytes    `yaml:"heap_soft" doc:"Live heap above which keep-alive is turned off (each HTTP/1.1 response closes its connection); 0: never." default:"0"`
+	HeapHard       Bytes    `yaml:"heap_hard" doc:"Live heap above which new connections are refused as well; 0: never." default:"0"`
+	GoroutinesSoft int      `yaml:"goroutines_soft" doc:"Goroutines above which keep-alive is turned off; 0: never." default:"0" min:"0"`
+	GoroutinesHard int      `yaml:"goroutines_hard" doc:"Goroutines above which new connections are refused as well; 0: never." default:"0" min:"0"`
+	Interval       Duration `yaml:"interval" doc:"How often the heap and goroutines are measured." default:"250ms" min:"1ms"`
 }
 
 // Listener is one address the gateway listens on.
@@ -40,8 +69,16 @@ type Listener struct {
 	HTTP2          bool         `yaml:"http2" doc:"Serve HTTP/2: h2 through ALPN with TLS, h2c with prior knowledge without (the h2c Upgrade header is never honoured)." default:"true"`
 	TrustedProxies []string     `yaml:"trusted_proxies" doc:"Peers (IP addresses or CIDR prefixes) whose X-Forwarded-* and Forwarded headers are kept and extended; from any other peer they are replaced." kind:"cidr"`
 	Limits         Limits       `yaml:"limits" doc:"Protection against slow and oversized clients."`
+	ProxyProtocol  *ProxyProto  `yaml:"proxy_protocol" doc:"Accept a PROXY protocol (v1 or v2) header from the listed peers (a load balancer in front), so the client's address is the one it sends; absent: never."`
 
-	tls *tls.Config // TLS made by Load; nil without
+	tls       *tls.Config // TLS made by Load; nil without
+	certFiles []CertFiles // the certificates' files, when given as file: references
+}
+
+// ProxyProto says whose PROXY protocol headers a listener accepts.
+type ProxyProto struct {
+	From     []string `yaml:"from" doc:"Peers (IP addresses or CIDR prefixes) allowed to send a PROXY header; from any other peer the connection is served as is (a header from it is not read and fails as a bad request)." required:"true" min:"1" kind:"cidr"`
+	Required bool     `yaml:"required" doc:"A connection from those peers without a header is closed; false: it is served with the peer's own address (load balancers' health checks often send none)." default:"false"`
 }
 
 // ListenerTLS is a listener's TLS termination.
@@ -49,7 +86,13 @@ type ListenerTLS struct {
 	Certificates []Certificate `yaml:"certificates" doc:"Certificates, chosen by the client's SNI name (the first when none fits)." required:"true" min:"1"`
 	MinVersion   string        `yaml:"min_version" doc:"Oldest TLS version accepted." default:"1.2" enum:"1.2,1.3"`
 	ALPN         []string      `yaml:"alpn" doc:"Protocols offered through ALPN, preferred first; the default leaves h2 out when http2 is false." default:"h2,http/1.1" kind:"alpn"`
+	ClientCA     string        `yaml:"client_ca" doc:"CA certificates in PEM (usually file:/path/to/ca.pem) that client certificates must chain to (mutual TLS); absent: no client certificate is asked for." file:"true"`
+	ClientAuth   string        `yaml:"client_auth" doc:"With client_ca: required (a client without a valid certificate is refused in the handshake) or optional (one without a certificate is served; an invalid one is refused)." default:"required" enum:"required,optional"`
 }
+
+// CertFiles are the files a certificate was read from ("" for one given
+// inline), for reloading it when they change.
+type CertFiles struct{ Cert, Key string }
 
 // Certificate is one certificate chain and its private key, in PEM.
 type Certificate struct {
@@ -64,7 +107,10 @@ type Limits struct {
 	BodyInactivity Duration `yaml:"body_inactivity" doc:"Longest wait for the next bytes of a request body, and for a response write to progress; re-armed on every read and write, so a slow upload is cut and a large fast one is not." default:"60s" min:"1ms"`
 	MaxHeaderBytes Bytes    `yaml:"max_header_bytes" doc:"Largest request line plus headers (then 431)." default:"32KiB" min:"1KiB" max:"16MiB"`
 	MaxHeaderCount int      `yaml:"max_header_count" doc:"Most header fields in one request (then 431)." default:"100" min:"1" max:"10000"`
-	MaxConnections int      `yaml:"max_connections" doc:"Most connections open at once; 0: unlimited." default:"0" min:"0"`
+	MaxConnections int      `yaml:"max_connections" doc:"Most connections open at once on this listener; 0: unlimited (overload.max_connections still holds)." default:"0" min:"0"`
+	MaxPerIP       int      `yaml:"max_connections_per_ip" doc:"Most connections open at once from one client IP address (after the PROXY header, if any); 0: unlimited." default:"0" min:"0"`
+	MaxAge         Duration `yaml:"max_connection_age" doc:"Age after which a client connection is asked to go: HTTP/1.1 gets Connection: close on its next response (or is closed when idle), HTTP/2 gets GOAWAY, so long-lived clients rebalance; upgraded connections (WebSocket) are closed at age plus drain.timeout; 0: never." default:"0s"`
+	MaxAgeJitter   float64  `yaml:"max_connection_age_jitter" doc:"Spread of max_connection_age, as a fraction: each connection's age limit is drawn uniformly within ± this share, so connections opened together do not leave together." default:"0.1" min:"0" max:"0.5"`
 }
 
 // Route sends the requests it matches to a cluster.
@@ -79,7 +125,8 @@ type Route struct {
 	Rewrite         Rewrite   `yaml:"rewrite" doc:"Path rewriting before forwarding."`
 	MaxBodyBytes    Bytes     `yaml:"max_body_bytes" doc:"Largest request body (then 413); 0: unlimited." default:"0"`
 	Upgrades        []string  `yaml:"upgrades" doc:"Upgrade tokens forwarded (WebSocket), stored lower-cased; any other Upgrade request is refused." default:"websocket" kind:"token"`
-	AccessLog       bool      `yaml:"access_log" doc:"Log one line per request (method, host, client, status — 499 when the client left first —, the gateway's reason code for its own answers, duration) at level Info; off: the gateway counts, it does not log, per request." default:"false"`
+	AccessLog       string    `yaml:"access_log" doc:"One JSON line per request through log/slog (route, cluster, endpoint, method, host, status — 499 when the client left first —, reason code, bytes, duration, upstream duration, client IP, request id, attempts): off, full (every request) or sampled (a share of them, access_log_sample)." default:"off" enum:"off,full,sampled"`
+	AccessSample    float64   `yaml:"access_log_sample" doc:"With access_log: sampled, the share of requests logged, in (0, 1]." default:"0.01" min:"0.000001" max:"1"`
 	GRPC            bool      `yaml:"grpc" doc:"The route carries gRPC. Reserved for the policy chain (issue 13), which answers a gRPC route's refusals as gRPC statuses; today the gateway's own refusals are problem+json on every route." default:"false"`
 	Policies        Reserved  `yaml:"policies" doc:"Reserved for the route's overload policies (issue 11, part 3); must be absent for now."`
 }
@@ -151,6 +198,7 @@ type Cluster struct {
 	Protocol       string                `yaml:"protocol" doc:"Upstream protocol: http1, http2 (h2 over TLS: needs tls) or h2c (HTTP/2 without TLS, prior knowledge)." default:"http1" enum:"http1,http2,h2c"`
 	TLS            *ClusterTLS           `yaml:"tls" doc:"TLS to the endpoints; absent: plaintext."`
 	Pool           Pool                  `yaml:"pool" doc:"Upstream connection pool, per endpoint."`
+	ProxyProtocol  string                `yaml:"proxy_protocol" doc:"PROXY protocol header sent first on every connection a tcp listener opens to the endpoints, carrying the client's address: off, v1 (text) or v2 (binary); only for clusters of tcp listeners." default:"off" enum:"off,v1,v2"`
 	table          balancer.TableBuilder // the ring or Maglev builder, made once by Load
 	tls            *tls.Config           // TLS made by Load; nil without
 }
@@ -237,6 +285,8 @@ type ClusterTLS struct {
 	ServerName         string `yaml:"server_name" doc:"Name to verify (and send as SNI); absent: the endpoint's host."`
 	CA                 string `yaml:"ca" doc:"CA certificates in PEM, usually file:/path/to/ca.pem; absent: the system's roots." file:"true"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify" doc:"Accept any certificate (tests only)." default:"false"`
+	Cert               string `yaml:"cert" doc:"Client certificate chain in PEM that the gateway presents to the endpoints (mutual TLS), usually file:/path/to/cert.pem; with key." file:"true"`
+	Key                string `yaml:"key" doc:"The client certificate's private key in PEM, usually file:/path/to/key.pem or ${ENV}; with cert." secret:"true"`
 }
 
 // Pool sizes the upstream connection pool.

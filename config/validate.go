@@ -83,6 +83,9 @@ func (v *validator) config() {
 	for i := range c.Clusters {
 		v.cluster(i, &c.Clusters[i])
 	}
+	v.admin(&c.Admin)
+	v.overload(&c.Overload)
+	v.proxyProtocolUse()
 }
 
 // names reports names given twice and returns every name's index.

@@ -177,6 +177,17 @@ func (v *validator) clusterTLS(path string, c *Cluster) {
 		}
 		cfg.RootCAs = pool
 	}
+	switch {
+	case (t.Cert == "") != (t.Key == ""):
+		v.at(&t.Cert, &t.Key)("%s: give cert and key together (the client certificate and its private key)", path)
+	case t.Cert != "":
+		pair, err := tls.X509KeyPair([]byte(t.Cert), []byte(t.Key))
+		if err != nil {
+			v.at(&t.Cert)("%s.cert: %s%s", path, strings.TrimPrefix(err.Error(), "tls: "), pemHint(t.Cert))
+		} else {
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+	}
 	switch c.Protocol {
 	case "http2":
 		cfg.NextProtos = []string{"h2"}
@@ -212,6 +223,20 @@ func (v *validator) listenerTLS(path string, l *Listener) {
 		}
 		cfg.Certificates = append(cfg.Certificates, pair)
 	}
+	if t.ClientCA != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(t.ClientCA)) {
+			v.at(&t.ClientCA)("%s.client_ca: no PEM certificate found%s", path, pemHint(t.ClientCA))
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		if t.ClientAuth == "optional" {
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+	} else if v.given(&t.ClientAuth) {
+		v.at(&t.ClientAuth)("%s.client_auth: needs client_ca (the CAs client certificates must chain to)", path)
+	}
+	v.certFiles(l)
 	l.tls = cfg
 }
 

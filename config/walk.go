@@ -38,6 +38,10 @@ type decoder struct {
 	pos    positions
 	dir    string // the file's directory, for relative paths
 	lookup func(string) (string, bool)
+	// files records the string fields read from a file: reference, by
+	// address, with the path read (certificates are reloaded from them).
+	files   map[any]string
+	lastRef string // the path the last str call read, "" for none
 }
 
 // mark records where the value at v (addressable) was written.
@@ -59,6 +63,9 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, f *field, path string, in
 	case t.Kind() == reflect.String:
 		if s, ok := d.str(n, f, path); ok {
 			v.SetString(s)
+			if d.lastRef != "" {
+				d.files[v.Addr().Interface()] = d.lastRef
+			}
 		}
 	case t.Kind() == reflect.Slice:
 		d.list(n, v, f, path)
@@ -213,9 +220,10 @@ func (d *decoder) str(n *yaml.Node, f *field, path string) (string, bool) {
 		return "", false
 	}
 	var s string
+	d.lastRef = ""
 	switch {
-	case n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") && (f.enum != nil || f.kind == "status"):
-		s = n.Value // min_version: 1.3, expected: [204]
+	case n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float" || n.Tag == "!!bool") && (f.enum != nil || f.kind == "status"):
+		s = n.Value // min_version: 1.3, expected: [204], access_log: true (refused by name)
 	default:
 		if s, ok = d.String(n, path); !ok {
 			return "", false
@@ -223,10 +231,12 @@ func (d *decoder) str(n *yaml.Node, f *field, path string) (string, bool) {
 	}
 	if f.fileRefs() && strings.HasPrefix(s, "file:") {
 		var err error
+		ref := s
 		if s, err = readRef(s, d.dir); err != nil {
 			d.Problem(n, "%s: %v", path, err)
 			return "", false
 		}
+		d.lastRef = refPath(ref, d.dir)
 	}
 	s, err := checkKind(f.kind, s, d.dir)
 	if err != nil {

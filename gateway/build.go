@@ -35,11 +35,11 @@ func compileRoute(r *config.Route, cl *cluster) *proxy.Route {
 		RequestTimeout:        r.Timeouts.Request.D(),
 		IdleTimeout:           r.Timeouts.Idle.D(),
 		Streaming:             r.Streaming,
-		AccessLog:             r.AccessLog,
-		RequestRemove:         lower(r.RequestHeaders.Remove),
-		ResponseRemove:        lower(r.ResponseHeaders.Remove),
-		MaxBodyBytes:          int64(r.MaxBodyBytes),
-		Upgrades:              lower(r.Upgrades),
+		AccessLog:             logMode(r.AccessLog), AccessSample: r.AccessSample,
+		RequestRemove:  lower(r.RequestHeaders.Remove),
+		ResponseRemove: lower(r.ResponseHeaders.Remove),
+		MaxBodyBytes:   int64(r.MaxBodyBytes),
+		Upgrades:       lower(r.Upgrades),
 	}
 	out.RequestAdd, out.RequestRemove = adds(r.RequestHeaders.Add, out.RequestRemove)
 	out.ResponseAdd, out.ResponseRemove = adds(r.ResponseHeaders.Add, out.ResponseRemove)
@@ -94,4 +94,15 @@ func connectTimeouts(cfg *config.Config) map[string]time.Duration {
 		out[r.Cluster] = max(out[r.Cluster], r.Timeouts.Connect.D())
 	}
 	return out
+}
+
+// logMode maps access_log onto the proxy's modes.
+func logMode(s string) proxy.LogMode {
+	switch s {
+	case "full":
+		return proxy.LogFull
+	case "sampled":
+		return proxy.LogSampled
+	}
+	return proxy.LogOff
 }

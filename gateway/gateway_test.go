@@ -218,8 +218,8 @@ version: 1
 admin: {address: off}
 listeners: [{name: web, address: "127.0.0.1:0"}]
 routes:
-  - {name: logged, match: {prefix: /logged}, cluster: app, access_log: true}
-  - {name: dead, match: {prefix: /dead}, cluster: dead, access_log: true}
+  - {name: logged, match: {prefix: /logged}, cluster: app, access_log: full}
+  - {name: dead, match: {prefix: /dead}, cluster: dead, access_log: full}
   - {name: quiet, cluster: app}
 clusters:
   - {name: app, endpoints: ["`+a+`"]}

@@ -127,7 +127,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		_, _ = c.Read(buf) // returns when the gateway closes its side
 		upClosed <- time.Now()
 	})
-	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), AccessLog: true}
+	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), AccessLog: LogFull}
 	logs := &lockedBuffer{}
 	addr, s := startProxy(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, one(rt))
 	c, err := net.Dial("tcp", addr)

@@ -222,7 +222,7 @@ func (c *h1conn) serveOne() bool {
 	m := copy(c.method[:], c.head.Method)
 	c.fillOutbound(m, upgrade)
 	c.wbuf = appendHead(c.wbuf[:0], &c.out, rt)
-	if !rt.AccessLog {
+	if rt.AccessLog == LogOff {
 		return c.forward(rt, m)
 	}
 	start := time.Now()

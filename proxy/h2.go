@@ -97,7 +97,7 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problemBodyTooLarge.writeHTTP(w, isHead)
 		return
 	}
-	if rt.AccessLog {
+	if rt.AccessLog != LogOff {
 		sw := &statusWriter{ResponseWriter: w}
 		defer h.s.logStd(rt, r, sw, time.Now())
 		w = sw

@@ -46,16 +46,54 @@ type Route struct {
 	// chunked body that grows past it is cut and answered 413.
 	MaxBodyBytes int64
 
-	// AccessLog logs one line per request of the route (slog, Info):
-	// method, path, status (499: the client went away first), the
-	// gateway's reason code when the answer is its own, and the duration.
-	// Off by default: counting, not logging, is the per-request default.
-	AccessLog bool
+	// AccessLog says which requests of the route get an access log line
+	// (slog, Info): none (LogOff, the default: counting, not logging, is
+	// the per-request default), every one (LogFull), or a share
+	// AccessSample of them drawn at random (LogSampled).
+	AccessLog    LogMode
+	AccessSample float64
+
+	// Observer, when set, sees every request of the route (metrics).
+	Observer Observer
+
+	// Live counts the requests (upgraded connections included) in flight
+	// on the route's generation: the gateway shares one counter among a
+	// generation's routes and retires the generation when it reaches 0
+	// after a reload. Nil: not counted.
+	Live *atomic.Int64
 
 	// Upgrades lists the Upgrade tokens forwarded (lowercase, e.g.
 	// "websocket"); any other Upgrade request is refused with 400, and so
 	// is h2c even when listed (the h2c upgrade is never honoured).
 	Upgrades []string
+}
+
+// LogMode says which requests are logged.
+type LogMode uint8
+
+const (
+	LogOff LogMode = iota
+	LogFull
+	LogSampled
+)
+
+// Observer counts a route's requests; the gateway's metrics implement it
+// with label children resolved once per generation. Its methods run on
+// the request path: they must not allocate, block or log.
+type Observer interface {
+	// Begin reports that a request of the route started.
+	Begin()
+	// End reports how it ended: the status the client got (499 when it
+	// went away first), whether the upstream's answer (fromUpstream) or
+	// the gateway's own, and the duration in seconds.
+	End(status int, fromUpstream bool, seconds float64)
+}
+
+// ClusterObserver counts a cluster's upstream failures.
+type ClusterObserver interface {
+	// UpstreamError reports an exchange with endpoint addr that failed
+	// in the upstream (kind: connect refused, timeout, reset, …).
+	UpstreamError(addr string, kind upstream.Kind)
 }
 
 // Field is a header field the configuration adds (validated by config).
@@ -83,6 +121,9 @@ type Cluster struct {
 
 	// Outlier, when set, ejects endpoints that fail real requests.
 	Outlier *Outlier
+
+	// Observer, when set, sees the cluster's upstream failures (metrics).
+	Observer ClusterObserver
 
 	// Pre-built refusals naming the cluster.
 	noEndpoint, refused, timeout, reset, badResponse, poolFull *Problem
