@@ -756,3 +756,29 @@ func ExampleSet() {
 	// 10.0.0.1:80 healthy 1
 	// 10.0.0.3:80 slow-starting 0.5
 }
+
+// Members lists every endpoint with its state, eligible or not, in the
+// order of the last Update.
+func TestMembers(t *testing.T) {
+	s := newSet(t, SetConfig{})
+	s.Update(0, endpoints("a", "b", "c", "d"))
+	s.Drain(1, "b", true)
+	s.SetHealthy(1, "c", false)
+	s.Eject(1, "d", 10)
+	got := s.Members(2)
+	want := []struct {
+		addr  string
+		state State
+	}{{"a", Healthy}, {"b", Draining}, {"c", Unhealthy}, {"d", Ejected}}
+	if len(got) != len(want) {
+		t.Fatalf("%d members, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].Addr() != w.addr || got[i].State != w.state {
+			t.Errorf("member %d: %s %v, want %s %v", i, got[i].Addr(), got[i].State, w.addr, w.state)
+		}
+	}
+	if st := s.Members(11)[3].State; st != Healthy {
+		t.Errorf("d after its ejection ended: %v", st)
+	}
+}
