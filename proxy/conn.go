@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"time"
+)
+
+// Serve accepts connections on ln until it is closed or Shutdown is called;
+// it returns nil then. Each connection is served by ServeConn on its own
+// goroutine. A *tls.Config listener (tls.NewListener) gets TLS terminated
+// per connection, after Accept, bounded by HeaderTimeout.
+func (s *Server) Serve(ln net.Listener) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.isClosed() {
+				return nil
+			}
+			// EMFILE, ECONNABORTED and the like: back off and go on,
+			// as net/http does, logging once per backoff step.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.cfg.Logger.Warn("proxy: accept", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if s.isClosed() {
+			_ = c.Close()
+			return nil
+		}
+		go s.ServeConn(c)
+	}
+}
+
+// ServeConn serves one accepted connection in the caller's goroutine and
+// returns when the connection is done; c is closed then. A *tls.Conn gets
+// its handshake first (bounded by HeaderTimeout), and HTTP/2 when ALPN
+// chose h2; a plaintext connection gets h2c when it opens with the HTTP/2
+// preface and Config.HTTP2 is set. When the Server is shut down, or
+// MaxConns connections are open (counted in Stats.Refused), c is closed
+// at once, before any byte is read or written.
+func (s *Server) ServeConn(c net.Conn) {
+	if s.track(c) != trackServe {
+		return
+	}
+	defer s.untrack(c)
+	s.serveConn(c)
+}
+
+// What track decided for an accepted connection.
+const (
+	trackServe  = iota // tracked: serve it
+	trackRefuse        // MaxConns are open: it was closed
+	trackClosed        // the Server is shut down: it was closed
+)
+
+func (s *Server) track(c net.Conn) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = c.Close()
+		return trackClosed
+	}
+	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+		s.refused.Add(1)
+		_ = c.Close()
+		return trackRefuse
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return trackServe
+}
+
+// Stats are a Server's counters.
+type Stats struct {
+	Active  int   // connections open now
+	Refused int64 // connections closed at once because MaxConns were open
+}
+
+// Stats returns the Server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Active: len(s.conns), Refused: s.refused.Load()}
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Shutdown stops new connections (the caller closes the listeners), then
+// waits for open connections to finish until ctx ends, then closes them.
+// Part 2 of the gateway adds draining (Connection: close, GOAWAY).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// serveConn terminates TLS if needed and picks the engine.
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	secure := false
+	if tc, ok := c.(*tls.Conn); ok {
+		secure = true
+		_ = tc.SetDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+		if err := tc.Handshake(); err != nil {
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+		if tc.ConnectionState().NegotiatedProtocol == "h2" && s.cfg.HTTP2 {
+			s.serveH2(c, nil, true)
+			return
+		}
+	}
+	hc := newH1Conn(s, c, secure)
+	defer hc.release()
+	if !secure && s.cfg.HTTP2 {
+		if h2c, ok := hc.sniffPreface(); ok {
+			s.serveH2(c, h2c, false)
+			return
+		}
+	}
+	hc.serve()
+}
