@@ -1,0 +1,36 @@
+// Package metrics is the gateway's Prometheus instrumentation, built on
+// client_golang with one Registry per process (never the global default).
+//
+// The request path touches only label children resolved in advance: a
+// configuration generation (Metrics.Generation) resolves, per route, the
+// counters of every status class and source, the latency histogram and
+// the in-flight gauge, so RouteObserver.End costs atomic adds and one
+// histogram Observe and allocates nothing. A cluster's upstream errors are
+// resolved lazily, once per endpoint and kind, into a copy-on-write map
+// that the request path reads without a lock. Endpoint states are not
+// counted on the request path at all: a Collector reads them from the
+// clusters' balancer.Sets when Prometheus scrapes.
+//
+// Series, all prefixed spillway_:
+//
+//	requests_total{route, cluster, code_class, source}   counter; code_class 1xx…5xx, source gateway|upstream
+//	request_duration_seconds{route, cluster}             histogram, DefaultBuckets (0.5 ms … 30 s)
+//	requests_in_flight{route}                            gauge
+//	upstream_errors_total{cluster, endpoint, kind}       counter; kind: refused, timeout, reset, bad_response, canceled, pool_full, request_body
+//	endpoint_health{cluster, endpoint, state}            gauge 1 for the current state, 0 for the others; state: healthy, unhealthy, slow_start, draining, ejected
+//	config_generation                                    gauge: the newest generation's number
+//	generations_live                                     gauge: generations not yet retired, the newest included
+//	reloads_total{result}                                counter; result ok|error
+//	overload_actions_total{action}, overload_state        from Sources.OverloadActions and OverloadState
+//	connections_open{listener}                           gauge, from Sources.Connections
+//
+// Cardinality is bounded by the configuration: label values come from
+// route, cluster and listener names and from endpoint addresses, never
+// from request data. A cluster has at most Options.MaxEndpoints endpoints
+// with series of their own (1,000 by default); further endpoints share the
+// endpoint value "other" (for endpoint_health, the number of those
+// endpoints in each state). Series of routes and clusters that no live
+// generation has are deleted when the last generation that had them is
+// retired (Metrics.Retire); error series of endpoints that discovery
+// removed are deleted at the next scrape.
+package metrics
