@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -241,5 +242,37 @@ func TestReloadPerPair(t *testing.T) {
 	}
 	if _, serial := dial(t, addr, "b.test", ca.pool); serial != 2 {
 		t.Errorf("b.test: serial %d, want 2 (kept)", serial)
+	}
+}
+
+// TestSessionResumesAcrossRotation: tickets are sealed with the outer
+// config's keys, so a client resumes after a rotation.
+func TestSessionResumesAcrossRotation(t *testing.T) {
+	checkLeaks(t)
+	ca := newCA(t)
+	c1, k1 := ca.leaf(t, 1, "a.test")
+	f := newFiles(t, c1, k1)
+	s, _ := fromFiles(t, f)
+	addr := serve(t, s.TLSConfig())
+	cache := tls.NewLRUClientSessionCache(4)
+	connect := func() *tls.Conn {
+		cfg := &tls.Config{ServerName: "a.test", RootCAs: ca.pool, ClientSessionCache: cache}
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: guard}, "tcp", addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		echo(t, c, "ticket") // TLS 1.3 tickets come after the handshake
+		return c
+	}
+	connect()
+	c2, k2 := ca.leaf(t, 2, "a.test")
+	writeFile(t, f.key, k2)
+	writeFile(t, f.cert, c2)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if c := connect(); !c.ConnectionState().DidResume {
+		t.Fatal("the session did not resume after the rotation")
 	}
 }
