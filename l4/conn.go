@@ -32,7 +32,7 @@ func (c *conn) serve() {
 		return
 	}
 	defer func() { ep.Done(c.p.clk.Now(), connect, true) }()
-	if !c.setUpstream(up) {
+	if !c.setUpstream(up) || !c.sendHeader(up) {
 		return
 	}
 	c.idle.start(c.p)

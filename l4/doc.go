@@ -16,11 +16,20 @@
 //     nothing about the endpoint's speed). A failed dial is reported with
 //     ok = false and retried on another endpoint, up to Config.Retries times;
 //     endpoints already tried are avoided (balancer.Tried).
-//  3. Copy both ways. When one side finishes sending (EOF), the proxy shuts
+//  3. With Config.ProxyProtocol, write a PROXY protocol header (v1 or v2,
+//     go-proxyproto's writer) first on the upstream connection: the client
+//     connection's RemoteAddr and LocalAddr, which are the addresses of the
+//     PROXY header the gateway's listener read, if it read one. A failed
+//     write closes both (Stats.HeaderFailed).
+//  4. Copy both ways. When one side finishes sending (EOF), the proxy shuts
 //     down the write side of the other connection (half-close) and keeps
 //     copying the other way, so a client that closes its write side still
 //     reads the reply. An error on either side, or Config.IdleTimeout with no
 //     byte moved in either direction, closes both connections.
+//
+// Serve runs the accept loop itself; ServeConn is its step, one accepted
+// connection served in the caller's goroutine, for a caller that owns the
+// accept loop (the gateway's listener package).
 //
 // # Memory
 //

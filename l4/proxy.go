@@ -62,6 +62,13 @@ type Config struct {
 	// accepted beyond it is closed at once (Stats.Refused). 0 means
 	// DefaultMaxConns; negative means no bound.
 	MaxConns int
+	// ProxyProtocol, when 1 or 2, makes every upstream connection start
+	// with a PROXY protocol header of that version (1: text, 2: binary)
+	// carrying the client connection's RemoteAddr as the source and its
+	// LocalAddr as the destination — after a PROXY header read by the
+	// listener, the addresses that header gave — so the endpoint sees the
+	// client's address rather than the proxy's. 0 sends none.
+	ProxyProtocol int
 	// Logger receives dial failures, connections closed for want of an
 	// endpoint and accept errors, at Debug level except accept errors
 	// (Warn); nil means none.
@@ -93,6 +100,7 @@ type Stats struct {
 	DialFailures uint64 // dials that failed (each attempt counts)
 	Unreachable  uint64 // closed because every attempted dial failed
 	IdleClosed   uint64 // closed by IdleTimeout
+	HeaderFailed uint64 // closed: the PROXY header could not be written upstream
 	BytesUp      uint64 // copied from clients to endpoints
 	BytesDown    uint64 // copied from endpoints to clients
 }
@@ -107,6 +115,7 @@ type Proxy struct {
 	idle     time.Duration
 	retries  int
 	maxConns int
+	ppVer    byte // Config.ProxyProtocol; 0: none
 	log      *slog.Logger
 	epoch    time.Time // the idle clock's zero
 
@@ -120,7 +129,7 @@ type Proxy struct {
 	wg        sync.WaitGroup            // connection goroutines; Add under mu while !closing
 
 	accepted, refused, noEndpoint, dialFailures, unreachable, idleClosed atomic.Uint64
-	bytesUp, bytesDown                                                   atomic.Uint64
+	headerFailed, bytesUp, bytesDown                                     atomic.Uint64
 	active                                                               atomic.Int64
 }
 
@@ -135,7 +144,7 @@ func New(cfg Config) (*Proxy, error) {
 		set: cfg.Set, picker: cfg.Picker, clk: cfg.Clock,
 		dialer:  net.Dialer{Timeout: cfg.ConnectTimeout},
 		idle:    cfg.IdleTimeout,
-		retries: cfg.Retries, maxConns: cfg.MaxConns, log: cfg.Logger,
+		retries: cfg.Retries, maxConns: cfg.MaxConns, ppVer: byte(cfg.ProxyProtocol), log: cfg.Logger,
 		epoch:   time.Now(),
 		dialCtx: ctx, cancelDial: cancel,
 		listeners: map[net.Listener]struct{}{},
@@ -152,6 +161,8 @@ func fill(cfg *Config) error {
 		return configError("ConnectTimeout", "must not be negative (0 means "+DefaultConnectTimeout.String()+"), got "+cfg.ConnectTimeout.String())
 	case cfg.Retries > MaxRetries:
 		return configError("Retries", "must be at most "+strconv.Itoa(MaxRetries)+" (other endpoints tried after a failed dial), got "+strconv.Itoa(cfg.Retries))
+	case cfg.ProxyProtocol < 0 || cfg.ProxyProtocol > 2:
+		return configError("ProxyProtocol", "must be 0 (none), 1 or 2, got "+strconv.Itoa(cfg.ProxyProtocol))
 	}
 	if cfg.Picker == nil {
 		cfg.Picker = &balancer.LeastRequest{}
@@ -198,7 +209,7 @@ func (p *Proxy) Stats() Stats {
 		Accepted: p.accepted.Load(), Active: p.active.Load(), Refused: p.refused.Load(),
 		NoEndpoint: p.noEndpoint.Load(), DialFailures: p.dialFailures.Load(),
 		Unreachable: p.unreachable.Load(), IdleClosed: p.idleClosed.Load(),
-		BytesUp: p.bytesUp.Load(), BytesDown: p.bytesDown.Load(),
+		HeaderFailed: p.headerFailed.Load(), BytesUp: p.bytesUp.Load(), BytesDown: p.bytesDown.Load(),
 	}
 }
 
@@ -266,9 +277,28 @@ func (p *Proxy) untrack(ln net.Listener) {
 	delete(p.listeners, ln)
 }
 
-// accept registers c and starts its goroutine, or closes c when the proxy
-// is shutting down or full.
+// ServeConn proxies one accepted connection in the caller's goroutine and
+// returns when both sides have finished; nc is closed then. When the proxy
+// is shutting down or MaxConns connections are open (Stats.Refused), nc is
+// closed at once. It is Serve's step, for callers that own the accept loop
+// (the gateway's listener package); Shutdown waits for it as for Serve's
+// connections.
+func (p *Proxy) ServeConn(nc net.Conn) {
+	if c := p.register(nc); c != nil {
+		c.serve()
+	}
+}
+
+// accept registers c and starts its goroutine.
 func (p *Proxy) accept(nc net.Conn) {
+	if c := p.register(nc); c != nil {
+		go c.serve()
+	}
+}
+
+// register counts nc and makes its conn, or closes nc and returns nil when
+// the proxy is shutting down or full.
+func (p *Proxy) register(nc net.Conn) *conn {
 	p.accepted.Add(1)
 	c := &conn{p: p, client: nc}
 	p.mu.Lock()
@@ -279,13 +309,13 @@ func (p *Proxy) accept(nc net.Conn) {
 			p.refused.Add(1)
 		}
 		_ = nc.Close()
-		return
+		return nil
 	}
 	p.conns[c] = struct{}{}
 	p.active.Add(1)
 	p.wg.Add(1)
 	p.mu.Unlock()
-	go c.serve()
+	return c
 }
 
 // done unregisters c once its goroutines have ended.

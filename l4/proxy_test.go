@@ -345,6 +345,7 @@ func TestNewErrors(t *testing.T) {
 		{Config{}, "l4: Config.Set: must not be nil"},
 		{Config{Set: set, ConnectTimeout: -time.Second}, "l4: Config.ConnectTimeout: must not be negative (0 means 5s), got -1s"},
 		{Config{Set: set, Retries: 4}, "l4: Config.Retries: must be at most 3 (other endpoints tried after a failed dial), got 4"},
+		{Config{Set: set, ProxyProtocol: 3}, "l4: Config.ProxyProtocol: must be 0 (none), 1 or 2, got 3"},
 	}
 	for _, c := range cases {
 		_, err := New(c.cfg)
