@@ -198,8 +198,7 @@ func (c *h1conn) serveOne() bool {
 	// is a body: draining an unbounded body for keep-alive is not worth it.
 	keep := c.head.KeepAlive && !hasBody
 	if dotSegment(c.head.Path) {
-		c.writeProblem(problemDotSegments, keep)
-		return keep
+		return c.writeProblem(problemDotSegments, keep)
 	}
 	if string(c.head.Method) == "CONNECT" {
 		c.writeProblem(problemConnect, false)
@@ -207,8 +206,7 @@ func (c *h1conn) serveOne() bool {
 	}
 	rt, ok := c.s.route().Route(&c.view)
 	if !ok {
-		c.writeProblem(problemNoRoute, keep)
-		return keep
+		return c.writeProblem(problemNoRoute, keep)
 	}
 	if rt.MaxBodyBytes > 0 && c.head.ContentLength > rt.MaxBodyBytes {
 		c.writeProblem(problemBodyTooLarge, false)
@@ -216,8 +214,7 @@ func (c *h1conn) serveOne() bool {
 	}
 	upgrade, ok := c.upgradeFor(rt)
 	if !ok {
-		c.writeProblem(problemUpgrade, keep)
-		return keep
+		return c.writeProblem(problemUpgrade, keep)
 	}
 	m := copy(c.method[:], c.head.Method)
 	c.fillOutbound(m, upgrade)
@@ -261,13 +258,16 @@ func (c *h1conn) refuseHead(err error) {
 	}
 }
 
-// writeProblem writes a pre-built refusal and flushes it.
-func (c *h1conn) writeProblem(p *Problem, keep bool) {
+// writeProblem writes a pre-built refusal and flushes it. It reports
+// whether the connection stays open: keep, unless a drain, keep-alive off
+// or the connection's age ends it ("Connection: close" then).
+func (c *h1conn) writeProblem(p *Problem, keep bool) bool {
+	keep = keep && c.mayKeep()
 	c.status, c.reason = p.Status, p.Reason
 	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead)
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(c.wbuf)
-	_ = c.bw.Flush()
+	return c.bw.Flush() == nil && keep
 }
 
 // fillView points the View at the parsed head (no copies but the Host,

@@ -23,9 +23,7 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		pool = cl.pool(es.Addr())
 	}
 	if pool == nil {
-		keep := c.head.KeepAlive && !hasBody
-		c.writeProblem(cl.noEndpoint, keep)
-		return keep
+		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody)
 	}
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
@@ -111,9 +109,7 @@ func (c *h1conn) upstreamFailed(cl *Cluster, err error, timedOut bool) bool {
 	if timedOut {
 		p = cl.timeout
 	}
-	keep := c.head.KeepAlive && c.body.done // done is set for a bodiless request
-	c.writeProblem(p, keep)
-	return keep
+	return c.writeProblem(p, c.head.KeepAlive && c.body.done) // done is set for a bodiless request
 }
 
 // interim forwards a 1xx response (other than 101) to the client at once.

@@ -18,9 +18,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	now := c.s.cfg.Clock.Now()
 	es, err := cl.pick(now, &c.view)
 	if err != nil {
-		keep := c.head.KeepAlive && !hasBody
-		c.writeProblem(cl.noEndpoint, keep)
-		return keep
+		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody)
 	}
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
@@ -76,7 +74,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 
 // copyStdResponse writes an *http.Response to the HTTP/1.1 client.
 func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody bool) bool {
-	keep := c.head.KeepAlive && (!hasBody || c.body.done)
+	keep := c.head.KeepAlive && (!hasBody || c.body.done) && c.mayKeep()
 	noBody := httpwire.NoBody(c.method[:m], resp.StatusCode)
 	b := httpwire.AppendStatusLine(c.wbuf[:0], resp.StatusCode, nil)
 	for k, vs := range resp.Header {

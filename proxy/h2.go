@@ -27,17 +27,21 @@ func (s *Server) serveH2(c net.Conn, replay net.Conn, secure bool) {
 	if replay != nil {
 		conn = replay
 	}
-	h := &h2handler{s: s, secure: secure, peer: peerOf(c)}
+	hc := s.newH2Conn(c)
+	s.trackH2(hc)
+	defer s.untrackH2(hc)
+	h := &h2handler{s: s, conn: hc, secure: secure, peer: peerOf(c)}
 	h.trusted = trusted(s.cfg.TrustedProxies, h.peer.Addr())
-	s.h2.ServeConn(conn, &http2.ServeConnOpts{
+	hc.srv.ServeConn(conn, &http2.ServeConnOpts{
 		Handler:    httpserver.Handler(h, s.cfg.BodyTimeout, s.cfg.SendTimeout),
-		BaseConfig: &http.Server{MaxHeaderBytes: s.cfg.Limits.MaxHeaderBytes},
+		BaseConfig: &hc.hs,
 	})
 }
 
 // h2handler is the HTTP/2 engine for one connection.
 type h2handler struct {
 	s       *Server
+	conn    *h2conn
 	secure  bool
 	trusted bool
 	peer    netip.AddrPort
@@ -63,6 +67,8 @@ func (h stdHeader) Values(name string, fn func(string) bool) {
 }
 
 func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.conn.streamBegun()
+	defer h.s.streamEnded(h.conn)
 	path, query, hasQ := strings.Cut(r.RequestURI, "?")
 	st := h2streams.Get().(*h2stream)
 	defer st.release()

@@ -21,7 +21,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	r := &c.uresp
 	h := &r.Head
-	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive
+	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive && c.mayKeep()
 	c.status, c.reason = h.Status, ""
 	noBody := httpwire.NoBody(c.method[:m], h.Status)
 	chunked, dated := false, false

@@ -58,11 +58,13 @@ type Server struct {
 
 	refused atomic.Int64
 	sweep   sweeper
+	flags   atomic.Uint32 // flagDrain, flagKeepOff, flagShutdown
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	h2conns map[*h2conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 type routerBox struct{ r Router }
@@ -93,7 +95,7 @@ func NewServer(cfg Config, r Router) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, conns: make(map[net.Conn]struct{})}
+	s := &Server{cfg: cfg, conns: make(map[net.Conn]struct{}), h2conns: make(map[*h2conn]struct{})}
 	s.h2 = &http2.Server{
 		IdleTimeout:      positive(cfg.IdleTimeout),
 		MaxReadFrameSize: 1 << 20,
