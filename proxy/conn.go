@@ -78,14 +78,18 @@ func (s *Server) track(c net.Conn) int {
 // Stats are a Server's counters.
 type Stats struct {
 	Active  int   // connections open now
+	Idle    int   // HTTP/1.1 connections waiting for a request now
+	H2      int   // HTTP/2 connections open now
 	Refused int64 // connections closed at once because MaxConns were open
 }
 
-// Stats returns the Server's counters.
+// Stats returns the Server's counters (it visits every HTTP/1.1
+// connection: for a metrics scrape, not for the request path).
 func (s *Server) Stats() Stats {
+	idle := s.countIdle()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Active: len(s.conns), Refused: s.refused.Load()}
+	return Stats{Active: len(s.conns), Idle: idle, H2: len(s.h2conns), Refused: s.refused.Load()}
 }
 
 func (s *Server) untrack(c net.Conn) {
@@ -101,12 +105,24 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// Shutdown stops new connections (the caller closes the listeners), then
-// waits for open connections to finish until ctx ends, then closes them.
-// Part 2 of the gateway adds draining (Connection: close, GOAWAY).
+// Shutdown stops the Server: connections handed to it from now on are
+// closed at once (the caller closes the listeners), HTTP/1.1 connections
+// waiting for a request are closed, and HTTP/2 connections get a graceful
+// GOAWAY. Requests in flight, and upgraded connections (WebSocket
+// tunnels), run on until ctx ends; an HTTP/1.1 response written after
+// Shutdown started carries "Connection: close" and its connection closes
+// after it. When ctx ends first, every connection still open is closed
+// and Shutdown returns ctx.Err(); nil when all ended by themselves.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	s.flags.Or(flagShutdown)
+	s.closeIdle()
+	s.mu.Lock()
+	for hc := range s.h2conns {
+		hc.goAway()
+	}
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
@@ -142,8 +158,14 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	hc := newH1Conn(s, c, secure)
 	defer hc.release()
+	s.register(hc)
+	defer s.unregister(hc)
+	if !hc.awaitRequest() {
+		return
+	}
 	if !secure && s.cfg.HTTP2 {
 		if h2c, ok := hc.sniffPreface(); ok {
+			s.unregister(hc)
 			s.serveH2(c, h2c, false)
 			return
 		}

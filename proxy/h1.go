@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
@@ -40,6 +41,7 @@ type h1conn struct {
 	body  reqBody
 	cw    httpwire.ChunkedWriter // re-chunks response bodies
 	watch watcher
+	state atomic.Int32 // connActive, connIdle, connClosing
 
 	method [24]byte // a copy of the method, valid while the body is read
 	ibuf   []byte   // 1xx heads
@@ -60,6 +62,7 @@ var h1Pool = sync.Pool{New: func() any { return new(h1conn) }}
 func newH1Conn(s *Server, c net.Conn, secure bool) *h1conn {
 	hc := h1Pool.Get().(*h1conn)
 	hc.s, hc.c, hc.secure = s, c, secure
+	hc.state.Store(connActive)
 	hc.sc = stashConn{Conn: c}
 	size := s.cfg.Limits.MaxHeaderBytes + 512
 	if hc.br == nil || hc.br.Size() != max(size, 16) {
@@ -106,9 +109,10 @@ func (c *h1conn) exchange() *exchangeCtx {
 
 // sniffPreface reports whether the client opened with the HTTP/2 preface
 // (h2c with prior knowledge); the returned conn replays what was read.
+// Its first byte has arrived (awaitRequest); the rest of the preface is
+// bounded by the idle deadline armed for it.
 func (c *h1conn) sniffPreface() (net.Conn, bool) {
 	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-	_ = c.c.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 	b, err := c.br.Peek(3)
 	if err != nil || string(b) != "PRI" {
 		return nil, false
@@ -123,8 +127,6 @@ func (c *h1conn) sniffPreface() (net.Conn, bool) {
 
 // serve runs requests on the connection until one of them ends it.
 func (c *h1conn) serve() {
-	c.s.register(c)
-	defer c.s.unregister(c)
 	for c.serveOne() {
 	}
 	_ = c.bw.Flush()
@@ -136,14 +138,8 @@ func (c *h1conn) serve() {
 // that went away quietly, or an error to answer.
 func (c *h1conn) readHead() (int, error) {
 	cfg := &c.s.cfg
-	if c.br.Buffered() == 0 {
-		if err := c.bw.Flush(); err != nil {
-			return 0, errQuiet
-		}
-		_ = c.c.SetReadDeadline(deadline(cfg.IdleTimeout))
-		if _, err := c.br.Peek(1); err != nil {
-			return 0, errQuiet
-		}
+	if !c.awaitRequest() {
+		return 0, errQuiet
 	}
 	// Parse again only when new bytes hold an LF (a head ends with one):
 	// a client trickling a head byte by byte costs linear time, not
