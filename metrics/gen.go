@@ -111,10 +111,10 @@ func (m *Metrics) Retire(old *Gen) {
 			m.inFlight.DeleteLabelValues(name)
 		}
 	}
-	for name := range old.clusters {
+	for name, o := range old.clusters {
 		if !liveClusters[name] {
 			delete(m.clusters, name)
-			m.upErrors.DeletePartialMatch(map[string]string{"cluster": name})
+			o.retire()
 		}
 	}
 }

@@ -66,6 +66,15 @@ func TestRetireDeletesRemovedSeries(t *testing.T) {
 	if gen, live := gauges(t, m); gen != 0 || live != 0 {
 		t.Errorf("nothing live: generation %v, live %v; want 0, 0", gen, live)
 	}
+	// A straggler of a retired generation recreates no series.
+	g1.Cluster("y").UpstreamError("e3:80", upstream.KindReset)
+	g2.Cluster("x").UpstreamError("e1:80", upstream.KindReset)
+	g1.Route("b").End(200, true, 0.01)
+	for _, name := range []string{"spillway_requests_total", "spillway_upstream_errors_total"} {
+		if got := series(t, m, name); len(got) != 0 {
+			t.Errorf("after stragglers, %s has %v", name, got)
+		}
+	}
 }
 
 // TestRetireKeepsWhatAnotherLiveGenerationHas: three generations; route a

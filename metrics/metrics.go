@@ -2,8 +2,8 @@ package metrics
 
 import (
 	"errors"
+	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -84,8 +84,8 @@ func New(opts Options) (*Metrics, error) {
 	if opts.Buckets == nil {
 		opts.Buckets = DefaultBuckets
 	}
-	if len(opts.Buckets) == 0 || !slices.IsSorted(opts.Buckets) || len(slices.Compact(slices.Clone(opts.Buckets))) != len(opts.Buckets) {
-		return nil, errors.New("metrics: Options.Buckets must be strictly increasing")
+	if !increasing(opts.Buckets) {
+		return nil, errors.New("metrics: Options.Buckets must be one or more strictly increasing numbers")
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), clk: opts.Clock, maxEps: opts.MaxEndpoints, clusters: map[string]*ClusterObserver{}}
 	m.define(opts.Buckets)
@@ -93,6 +93,15 @@ func New(opts Options) (*Metrics, error) {
 		Registry: m.reg, MaxRequestsInFlight: maxScrapes, Timeout: scrapeTimeout,
 	})
 	return m, nil
+}
+
+func increasing(b []float64) bool {
+	for i := 1; i < len(b); i++ {
+		if !(b[i] > b[i-1]) {
+			return false
+		}
+	}
+	return len(b) > 0 && !math.IsNaN(b[0])
 }
 
 // define creates and registers the series.

@@ -85,8 +85,12 @@ type ClusterObserver struct {
 	eps   atomic.Pointer[map[string]*endpointErrors] // copy on write, under mu
 	other *endpointErrors                            // endpoints beyond the cap
 
-	mu sync.Mutex // serialises changes to eps and every child's creation
+	mu      sync.Mutex // serialises changes to eps and every child's creation
+	retired bool       // guarded by mu: its series are deleted, create none
 }
+
+// discard counts what a retired cluster observer is still told.
+var discard prometheus.Counter = prometheus.NewCounter(prometheus.CounterOpts{Name: "spillway_discarded"})
 
 // endpointErrors holds one endpoint's children by kind; a nil entry is
 // not resolved yet. Set under ClusterObserver.mu.
@@ -130,6 +134,9 @@ func (o *ClusterObserver) UpstreamError(addr string, kind upstream.Kind) {
 func (o *ClusterObserver) resolve(addr string, e *endpointErrors, k int) *prometheus.Counter {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.retired {
+		return &discard
+	}
 	if e != o.other {
 		e = o.addLocked(addr)
 	}
@@ -159,6 +166,15 @@ func (o *ClusterObserver) addLocked(addr string) *endpointErrors {
 	next[addr] = e
 	o.eps.Store(&next)
 	return e
+}
+
+// retire marks o retired and deletes its series; a late error of a
+// request of its last generation then creates none.
+func (o *ClusterObserver) retire() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.retired = true
+	o.m.upErrors.DeletePartialMatch(map[string]string{"cluster": o.name})
 }
 
 // prune forgets the endpoints keep does not report and deletes their
