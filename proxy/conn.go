@@ -48,7 +48,7 @@ func (s *Server) ServeConn(c net.Conn) {
 		return
 	}
 	defer s.untrack(c)
-	s.serveConn(c)
+	s.serveConn(c, s.ageDeadline())
 }
 
 // What track decided for an accepted connection.
@@ -141,7 +141,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // serveConn terminates TLS if needed and picks the engine.
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(c net.Conn, ageAt int64) {
 	defer c.Close()
 	secure := false
 	if tc, ok := c.(*tls.Conn); ok {
@@ -152,11 +152,11 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 		_ = tc.SetDeadline(time.Time{})
 		if tc.ConnectionState().NegotiatedProtocol == "h2" && s.cfg.HTTP2 {
-			s.serveH2(c, nil, true)
+			s.serveH2(c, nil, true, ageAt)
 			return
 		}
 	}
-	hc := newH1Conn(s, c, secure)
+	hc := newH1Conn(s, c, secure, ageAt)
 	defer hc.release()
 	s.register(hc)
 	defer s.unregister(hc)
@@ -166,7 +166,7 @@ func (s *Server) serveConn(c net.Conn) {
 	if !secure && s.cfg.HTTP2 {
 		if h2c, ok := hc.sniffPreface(); ok {
 			s.unregister(hc)
-			s.serveH2(c, h2c, false)
+			s.serveH2(c, h2c, false, ageAt)
 			return
 		}
 	}

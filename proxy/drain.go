@@ -47,5 +47,5 @@ func (s *Server) SetKeepAlive(on bool) {
 // response being written: no server-wide mode ends keep-alive and the
 // connection is not past its max age.
 func (c *h1conn) mayKeep() bool {
-	return c.s.flags.Load() == 0
+	return c.s.flags.Load() == 0 && !c.aged.Load()
 }

@@ -43,6 +43,13 @@ type h1conn struct {
 	watch watcher
 	state atomic.Int32 // connActive, connIdle, connClosing
 
+	// Max age (age.go): the deadline (0: none), set before the sweeper
+	// sees the connection; aged, set by the sweeper past it; tunneling,
+	// while an upgraded connection may be cut for its age.
+	ageAt     int64
+	aged      atomic.Bool
+	tunneling atomic.Bool
+
 	method [24]byte // a copy of the method, valid while the body is read
 	ibuf   []byte   // 1xx heads
 	isHead bool     // the request's method is HEAD
@@ -59,10 +66,12 @@ type h1conn struct {
 
 var h1Pool = sync.Pool{New: func() any { return new(h1conn) }}
 
-func newH1Conn(s *Server, c net.Conn, secure bool) *h1conn {
+func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 	hc := h1Pool.Get().(*h1conn)
-	hc.s, hc.c, hc.secure = s, c, secure
+	hc.s, hc.c, hc.secure, hc.ageAt = s, c, secure, ageAt
 	hc.state.Store(connActive)
+	hc.aged.Store(false)
+	hc.tunneling.Store(false)
 	hc.sc = stashConn{Conn: c}
 	size := s.cfg.Limits.MaxHeaderBytes + 512
 	if hc.br == nil || hc.br.Size() != max(size, 16) {

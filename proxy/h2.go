@@ -22,7 +22,7 @@ import (
 // reference implementation, and its per-stream handler is the engine
 // below, which fills the same View and builds the same upstream head as
 // the HTTP/1.1 engine.
-func (s *Server) serveH2(c net.Conn, replay net.Conn, secure bool) {
+func (s *Server) serveH2(c net.Conn, replay net.Conn, secure bool, ageAt int64) {
 	conn := c
 	if replay != nil {
 		conn = replay
@@ -30,6 +30,8 @@ func (s *Server) serveH2(c net.Conn, replay net.Conn, secure bool) {
 	hc := s.newH2Conn(c)
 	s.trackH2(hc)
 	defer s.untrackH2(hc)
+	hc.armAge(ageAt, s.cfg.AgeGrace)
+	defer hc.stopAge()
 	h := &h2handler{s: s, conn: hc, secure: secure, peer: peerOf(c)}
 	h.trusted = trusted(s.cfg.TrustedProxies, h.peer.Addr())
 	hc.srv.ServeConn(conn, &http2.ServeConnOpts{

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -23,6 +24,8 @@ type h2conn struct {
 	streams atomic.Int64 // streams begun
 	asked   atomic.Bool  // GOAWAY was asked for
 	resent  atomic.Bool  // and asked again once a stream showed the connection registered
+
+	ageTimer, cutTimer *time.Timer // see armAge; nil when none
 }
 
 func (s *Server) newH2Conn(c net.Conn) *h2conn {

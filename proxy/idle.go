@@ -10,7 +10,7 @@ const (
 )
 
 // awaitRequest waits for the first byte of the next request, up to
-// IdleTimeout. It reports false when the connection is to close quietly:
+// IdleTimeout or the connection's max age, whichever comes first. It reports false when the connection is to close quietly:
 // the client went away or stayed silent, the Server is shutting down, or
 // Shutdown closed the connection while it waited.
 func (c *h1conn) awaitRequest() bool {
@@ -24,7 +24,7 @@ func (c *h1conn) awaitRequest() bool {
 	if c.s.flags.Load()&flagShutdown != 0 {
 		return false // Shutdown's sweep of idle connections may have missed this one
 	}
-	_ = c.c.SetReadDeadline(deadline(c.s.cfg.IdleTimeout))
+	_ = c.c.SetReadDeadline(c.idleDeadline())
 	_, err := c.br.Peek(1)
 	return c.state.CompareAndSwap(connIdle, connActive) && err == nil
 }

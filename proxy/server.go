@@ -41,6 +41,23 @@ type Config struct {
 	// connection accepted beyond it is closed at once, before any byte is
 	// read, and counted in Stats.Refused.
 	MaxConns int
+	// MaxConnAge bounds how long a client connection is kept (0: no
+	// bound), so that long-lived clients reconnect and spread over new
+	// instances (seed 001). Past its age an HTTP/1.1 connection's next
+	// response carries "Connection: close", and an idle one is closed
+	// (once idle for a second: a busy client's next request is not raced);
+	// an HTTP/2 connection gets a graceful GOAWAY (its streams finish).
+	MaxConnAge time.Duration
+	// MaxConnAgeJitter spreads the ages: each connection's bound is drawn
+	// uniformly in [MaxConnAge·(1−j), MaxConnAge·(1+j)] when it is
+	// accepted, so connections opened together do not all close together
+	// (clamped to [0, 1]; 0: every connection gets MaxConnAge).
+	MaxConnAgeJitter float64
+	// AgeGrace is how long a connection past its age may still carry what
+	// keeps it open — an upgraded HTTP/1.1 connection (WebSocket tunnel),
+	// HTTP/2 streams after the GOAWAY — before it is closed (0: never
+	// closed for its age).
+	AgeGrace time.Duration
 	// Clock gives the balancer its now [clock.NewReal()].
 	Clock clock.Clock
 	// Logger receives connection-level errors (never one line per
@@ -89,6 +106,7 @@ func NewServer(cfg Config, r Router) *Server {
 	if cfg.Limits.MaxFields == 0 {
 		cfg.Limits.MaxFields = 100
 	}
+	cfg.MaxConnAgeJitter = min(max(cfg.MaxConnAgeJitter, 0), 1)
 	if cfg.Clock == nil {
 		cfg.Clock = clock.NewReal()
 	}

@@ -10,8 +10,9 @@ import (
 )
 
 // tunnel completes a protocol switch (101, e.g. WebSocket): it forwards
-// the 101 head, then copies bytes both ways until both sides are done or
-// the route's idle timeout passes with no byte in either direction.
+// the 101 head, then copies bytes both ways until both sides are done,
+// the route's idle timeout passes with no byte in either direction, or
+// the connection is past its max age and AgeGrace.
 func (c *h1conn) tunnel(rt *Route) {
 	h := &c.uresp.Head
 	b := httpwire.AppendStatusLine(c.wbuf[:0], h.Status, h.Reason)
@@ -35,6 +36,8 @@ func (c *h1conn) tunnel(rt *Route) {
 		idle = time.Hour
 	}
 	_ = c.c.SetDeadline(time.Time{})
+	c.tunneling.Store(true) // past its age and AgeGrace, the sweeper closes c.c
+	defer c.tunneling.Store(false)
 	done := make(chan struct{})
 	go func() {
 		pipe(uc, c.br, c.c, idle) // client → upstream

@@ -116,7 +116,8 @@ func (w *watcher) stop() {
 var aLongTimeAgo = time.Unix(1, 0)
 
 // sweeper visits the server's HTTP/1.1 connections every sweepEvery while
-// there are any (its goroutine exits when the last one closes).
+// there are any (its goroutine exits when the last one closes): their
+// watchers, and their max age.
 type sweeper struct {
 	tick    atomic.Int64
 	mu      sync.Mutex
@@ -156,6 +157,7 @@ func (sw *sweeper) run() {
 			return
 		}
 		for c := range sw.conns {
+			c.checkAge(ns)
 			c.watch.sweep(now, ns)
 		}
 		sw.mu.Unlock()
