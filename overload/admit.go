@@ -87,6 +87,10 @@ func (gt *Gate) SetLimits(maxConns, maxPerIP int) {
 	gt.maxPerIP.Store(int64(max(maxPerIP, 0)))
 }
 
+// SetMaxPerIP sets only the per-IP limit (as SetLimits does); for a
+// listener whose configuration carries it.
+func (gt *Gate) SetMaxPerIP(maxPerIP int) { gt.maxPerIP.Store(int64(max(maxPerIP, 0))) }
+
 // Admit decides an accepted connection at now (the Guard's clock); tls
 // says whether it is about to start a TLS handshake. On a refusal (Reason
 // not ReasonNone) the Ticket is the zero Ticket, the refusal is counted,
@@ -99,7 +103,8 @@ func (gt *Gate) Admit(now float64, tls bool) (Ticket, Reason) {
 	if State(g.state.Load()) == Refuse {
 		return gt.refuse(ReasonOverload)
 	}
-	if !acquire(&g.open, g.maxConns) {
+	set := g.set.Load()
+	if !acquire(&g.open, set.maxConns) {
 		return gt.refuse(ReasonMaxConns)
 	}
 	lim := gt.maxConns.Load()
@@ -110,7 +115,7 @@ func (gt *Gate) Admit(now float64, tls bool) (Ticket, Reason) {
 		g.open.Add(-1)
 		return gt.refuse(ReasonListenerMaxConns)
 	}
-	if tls && g.hs != nil && !g.hs.Allow(now).Allowed {
+	if tls && set.hs != nil && !set.hs.Allow(now).Allowed {
 		gt.open.Add(-1)
 		g.open.Add(-1)
 		return gt.refuse(ReasonHandshakeRate)

@@ -278,3 +278,40 @@ func TestPerIPMapDroppedAfterFlood(t *testing.T) {
 		}
 	}
 }
+
+func TestSetConfig(t *testing.T) {
+	g, _ := newGuard(t, Config{MaxConns: 1, HandshakeRate: 1, GoroutinesSoft: 10})
+	held := runAdmits(t, g, []admit{
+		{"a", 0, true, ReasonNone}, // spends the one token
+		{"a", 0, false, ReasonMaxConns},
+	})
+	if g.Sample(0, 0, 10) != KeepAliveOff {
+		t.Fatal("goroutines at soft: not keepalive-off")
+	}
+	if err := g.SetConfig(Config{MaxConns: 3, HandshakeRate: 1, GoroutinesSoft: 20, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, runAdmits(t, g, []admit{
+		{"a", 0, false, ReasonNone},         // room for 3 now
+		{"a", 0, true, ReasonHandshakeRate}, // same rate: the bucket carried over, still empty
+	})...)
+	if g.Sample(1, 0, 10) != Normal { // 10 < 18, 90% of the new soft 20
+		t.Error("under the new threshold: not normal")
+	}
+	if err := g.SetConfig(Config{MaxConns: 3, HandshakeRate: 2, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, runAdmits(t, g, []admit{
+		{"a", 0, true, ReasonNone}, // a new rate: a new, full bucket of 2
+		{"a", 0, true, ReasonMaxConns},
+	})...)
+	if err := g.SetConfig(Config{MaxConns: 3, HandshakeRate: -1}); err == nil {
+		t.Error("SetConfig took a negative rate")
+	}
+	if g.MaxConns() != 3 {
+		t.Errorf("after a refused SetConfig MaxConns() = %d, want the old 3", g.MaxConns())
+	}
+	for _, tk := range held {
+		tk.Release()
+	}
+}

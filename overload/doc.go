@@ -5,8 +5,9 @@
 //
 // # Admission at accept
 //
-// A Guard holds the limits shared by every listener; each listener has a
-// Gate (Guard.Gate, kept by name across reloads). At every accepted
+// A Guard holds the limits shared by every listener (Guard.SetConfig
+// replaces them at a reload); each listener has a Gate (Guard.Gate, kept by
+// name across reloads). At every accepted
 // connection the listener calls Gate.Admit, which refuses the connection —
 // the caller closes the socket at once, no goroutine kept — in this order:
 //

@@ -49,6 +49,7 @@ type Config struct {
 	Interval time.Duration
 	// Clock gives Run the instants of its samples and is returned by
 	// Guard.Clock for the callers of Admit; nil means clock.NewReal().
+	// Fixed by New: SetConfig keeps it.
 	Clock clock.Clock
 	// Logger receives one line per state transition; nil means
 	// slog.Default().
@@ -66,9 +67,8 @@ func (e *fieldError) Unwrap() error { return ErrConfig }
 // Guard is the gateway's self-protection over all its listeners. Make one
 // with New; it is safe for concurrent use.
 type Guard struct {
-	cfg      Config                                         // immutable after New, defaults filled
-	maxConns int64                                          // immutable; math.MaxInt64 for no bound
-	hs       *ratelimit.Limiter[ratelimit.TokenBucketState] // immutable; nil: no bound
+	clk clock.Clock              // immutable: Config.Clock at New
+	set atomic.Pointer[settings] // replaced whole by SetConfig
 
 	open     atomic.Int64
 	admitted atomic.Uint64
@@ -81,26 +81,57 @@ type Guard struct {
 	st    sampler          // guarded by mu
 }
 
+// settings are a validated Config and what Admit needs of it; immutable.
+type settings struct {
+	cfg      Config                                         // defaults filled
+	maxConns int64                                          // math.MaxInt64 for no bound
+	hs       *ratelimit.Limiter[ratelimit.TokenBucketState] // nil: no bound
+}
+
 // New returns a Guard for cfg, or an error wrapping ErrConfig naming the
 // first bad field.
 func New(cfg Config) (*Guard, error) {
-	if err := fill(&cfg); err != nil {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewReal()
+	}
+	g := &Guard{clk: cfg.Clock, gates: map[string]*Gate{}}
+	if err := g.SetConfig(cfg); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, gates: map[string]*Gate{}}
-	g.maxConns = math.MaxInt64
-	if cfg.MaxConns > 0 {
-		g.maxConns = int64(cfg.MaxConns)
+	return g, nil
+}
+
+// SetConfig replaces the Guard's configuration (a reload), or returns an
+// error wrapping ErrConfig and keeps the old one. Limits apply to
+// connections admitted from then on (a lowered MaxConns closes nothing);
+// thresholds to the next Sample; Interval to Run's next tick. The
+// handshake bucket carries over when HandshakeRate is unchanged, and
+// starts full otherwise. The Clock stays New's (listeners hold it):
+// Config.Clock is ignored.
+func (g *Guard) SetConfig(cfg Config) error {
+	cfg.Clock = g.clk
+	if err := fill(&cfg); err != nil {
+		return err
 	}
-	if cfg.HandshakeRate > 0 {
+	s := &settings{cfg: cfg, maxConns: math.MaxInt64}
+	if cfg.MaxConns > 0 {
+		s.maxConns = int64(cfg.MaxConns)
+	}
+	old := g.set.Load()
+	switch {
+	case cfg.HandshakeRate == 0:
+	case old != nil && old.cfg.HandshakeRate == cfg.HandshakeRate:
+		s.hs = old.hs
+	default:
 		burst := int(min(max(1, math.Floor(cfg.HandshakeRate)), ratelimit.MaxBurst))
 		tb, err := ratelimit.NewTokenBucket(ratelimit.Limit{Rate: cfg.HandshakeRate, Burst: burst})
 		if err != nil {
-			return nil, &fieldError{"HandshakeRate", err.Error()}
+			return &fieldError{"HandshakeRate", err.Error()}
 		}
-		g.hs = ratelimit.NewLimiter(tb)
+		s.hs = ratelimit.NewLimiter(tb)
 	}
-	return g, nil
+	g.set.Store(s)
+	return nil
 }
 
 // fill validates cfg and applies its defaults.
@@ -125,9 +156,6 @@ func fill(cfg *Config) error {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.NewReal()
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -146,15 +174,15 @@ func defaultMaxConns() int {
 // MaxConns returns the bound on connections over every Gate (defaults
 // applied); 0 for none.
 func (g *Guard) MaxConns() int {
-	if g.maxConns == math.MaxInt64 {
-		return 0
+	if m := g.set.Load().maxConns; m != math.MaxInt64 {
+		return int(m)
 	}
-	return int(g.maxConns)
+	return 0
 }
 
 // Clock returns Config.Clock (defaults applied): the clock whose instants
 // Admit expects.
-func (g *Guard) Clock() clock.Clock { return g.cfg.Clock }
+func (g *Guard) Clock() clock.Clock { return g.clk }
 
 // Gate returns the Gate named name, made (without limits) on first use and
 // kept across calls, so a listener that survives a reload keeps its counts.

@@ -89,7 +89,8 @@ func (g *Guard) KeepAlive() bool { return g.State() == Normal }
 // tests call it with the measures they choose. Meant for one goroutine at a
 // time: concurrent calls are safe but their hooks may run out of order.
 func (g *Guard) Sample(now float64, heap uint64, goroutines int) State {
-	c := &g.cfg
+	set := g.set.Load()
+	c := &set.cfg
 	g.mu.Lock()
 	s := &g.st
 	from := s.state()
@@ -106,7 +107,7 @@ func (g *Guard) Sample(now float64, heap uint64, goroutines int) State {
 	g.state.Store(int32(to))
 	hooks := g.hooks
 	g.mu.Unlock()
-	g.logTransition(from, to, heap, goroutines)
+	logTransition(c, from, to, heap, goroutines)
 	if (from == Normal) != (to == Normal) {
 		for _, f := range hooks {
 			f(to == Normal)
@@ -115,24 +116,25 @@ func (g *Guard) Sample(now float64, heap uint64, goroutines int) State {
 	return to
 }
 
-func (g *Guard) logTransition(from, to State, heap uint64, goroutines int) {
-	c := &g.cfg
+func logTransition(c *Config, from, to State, heap uint64, goroutines int) {
 	args := []any{"from", from.String(), "to", to.String(),
 		"heap_bytes", heap, "heap_soft", c.HeapSoft, "heap_hard", c.HeapHard,
 		"goroutines", goroutines, "goroutines_soft", c.GoroutinesSoft, "goroutines_hard", c.GoroutinesHard}
 	if to > from {
-		g.cfg.Logger.Warn("overload: state up", args...)
+		c.Logger.Warn("overload: state up", args...)
 		return
 	}
-	g.cfg.Logger.Info("overload: state down", args...)
+	c.Logger.Info("overload: state down", args...)
 }
 
 // Run samples the live heap (runtime/metrics' /gc/heap/live:bytes) and
-// runtime.NumGoroutine once at once and then every Config.Interval,
-// calling Sample with Config.Clock's now, until ctx is done.
+// runtime.NumGoroutine once at once and then every Config.Interval (the
+// current one: SetConfig's takes effect at the next tick), calling Sample
+// with Config.Clock's now, until ctx is done.
 func (g *Guard) Run(ctx context.Context) {
 	m := []metrics.Sample{{Name: heapMetric}}
-	t := time.NewTicker(g.cfg.Interval)
+	every := g.set.Load().cfg.Interval
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		metrics.Read(m)
@@ -140,11 +142,15 @@ func (g *Guard) Run(ctx context.Context) {
 		if m[0].Value.Kind() == metrics.KindUint64 {
 			heap = m[0].Value.Uint64()
 		}
-		g.Sample(g.cfg.Clock.Now(), heap, runtime.NumGoroutine())
+		g.Sample(g.clk.Now(), heap, runtime.NumGoroutine())
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if d := g.set.Load().cfg.Interval; d != every {
+			every = d
+			t.Reset(every)
 		}
 	}
 }

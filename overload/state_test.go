@@ -17,6 +17,9 @@ import (
 	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
+// quiet drops log lines.
+var quiet = slog.New(slog.DiscardHandler)
+
 // newGuard returns a Guard of cfg logging into the returned buffer.
 func newGuard(t *testing.T, cfg Config) (*Guard, *bytes.Buffer) {
 	t.Helper()
