@@ -11,9 +11,9 @@ import (
 // ended (only for routes with AccessLog; the strings are copied, as the
 // request's bytes are about to be reused).
 func (c *h1conn) logAccess(rt *Route, m int, start time.Time) {
-	status := c.status
+	status, reason := c.rec.status, c.rec.reason
 	if c.watch.gone {
-		status, c.reason = 499, "client-gone"
+		status, reason = 499, "client-gone"
 	}
 	c.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "access",
 		slog.String("route", rt.Name),
@@ -21,7 +21,7 @@ func (c *h1conn) logAccess(rt *Route, m int, start time.Time) {
 		slog.String("host", string(c.host)),
 		slog.String("client", c.peer.String()),
 		slog.Int("status", status),
-		slog.String("reason", c.reason),
+		slog.String("reason", reason),
 		slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
 	)
 }

@@ -54,9 +54,7 @@ type h1conn struct {
 	ibuf   []byte   // 1xx heads
 	isHead bool     // the request's method is HEAD
 
-	// What the client was answered, for the access log.
-	status int
-	reason string
+	rec record // the request's bookkeeping (record.go)
 
 	// Method values made once per connection (a method value allocates).
 	xctx       *exchangeCtx // see exchange
@@ -213,6 +211,15 @@ func (c *h1conn) serveOne() bool {
 	if !ok {
 		return c.writeProblem(problemNoRoute, keep)
 	}
+	c.rec.begin(rt)
+	keep = c.routed(rt, keep)
+	c.rec.end()
+	return keep
+}
+
+// routed serves a request that took route rt: the refusals that depend
+// on the route, then the exchange with its cluster.
+func (c *h1conn) routed(rt *Route, keep bool) bool {
 	if rt.MaxBodyBytes > 0 && c.head.ContentLength > rt.MaxBodyBytes {
 		c.writeProblem(problemBodyTooLarge, false)
 		return false
@@ -228,7 +235,6 @@ func (c *h1conn) serveOne() bool {
 		return c.forward(rt, m)
 	}
 	start := time.Now()
-	c.status, c.reason = 0, ""
 	keep = c.forward(rt, m)
 	c.logAccess(rt, m, start)
 	return keep
@@ -268,7 +274,7 @@ func (c *h1conn) refuseHead(err error) {
 // or the connection's age ends it ("Connection: close" then).
 func (c *h1conn) writeProblem(p *Problem, keep bool) bool {
 	keep = keep && c.mayKeep()
-	c.status, c.reason = p.Status, p.Reason
+	c.rec.gateway(p)
 	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead)
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(c.wbuf)

@@ -43,6 +43,7 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		return c.upstreamFailed(cl, err, c.watch.timedOut)
 	}
 	if c.uresp.Head.Status == 101 {
+		c.rec.upstream(101)
 		c.watch.stop()
 		cl.finish(es, now, c.s.cfg.Clock.Now(), 101, endOK)
 		c.tunnel(rt)
@@ -99,7 +100,7 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 func (c *h1conn) upstreamFailed(cl *Cluster, err error, timedOut bool) bool {
 	switch {
 	case c.watch.gone:
-		c.status, c.reason = 499, "client-gone"
+		c.rec.status, c.rec.fromUp, c.rec.reason = 499, false, "client-gone"
 		return false
 	case c.body.err != nil:
 		c.writeProblem(c.body.problem(), false)

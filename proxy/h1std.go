@@ -75,6 +75,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 // copyStdResponse writes an *http.Response to the HTTP/1.1 client.
 func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody bool) bool {
 	keep := c.head.KeepAlive && (!hasBody || c.body.done) && c.mayKeep()
+	c.rec.upstream(resp.StatusCode)
 	noBody := httpwire.NoBody(c.method[:m], resp.StatusCode)
 	b := httpwire.AppendStatusLine(c.wbuf[:0], resp.StatusCode, nil)
 	for k, vs := range resp.Header {

@@ -101,6 +101,8 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problemNoRoute.writeHTTP(w, isHead)
 		return
 	}
+	st.rec.begin(rt)
+	defer st.rec.end()
 	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
 		problemBodyTooLarge.writeHTTP(w, isHead)
 		return
@@ -125,6 +127,7 @@ type h2stream struct {
 	o     outbound
 	names []string
 	host  []byte
+	rec   record
 }
 
 var h2streams = sync.Pool{New: func() any { return new(h2stream) }}
@@ -135,6 +138,7 @@ func (st *h2stream) release() {
 	clear(st.names)
 	st.o = outbound{fields: st.o.fields[:0], xff: st.o.xff[:0], fwd: st.o.fwd[:0]}
 	st.names = st.names[:0]
+	st.rec = record{}
 	h2streams.Put(st)
 }
 

@@ -22,7 +22,7 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	r := &c.uresp
 	h := &r.Head
 	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive && c.mayKeep()
-	c.status, c.reason = h.Status, ""
+	c.rec.upstream(h.Status)
 	noBody := httpwire.NoBody(c.method[:m], h.Status)
 	chunked, dated := false, false
 	b := httpwire.AppendStatusLine(c.wbuf[:0], h.Status, h.Reason)
