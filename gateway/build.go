@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillwayhq/spillway/clock"
@@ -17,10 +18,16 @@ import (
 type Options struct {
 	Logger *slog.Logger // [slog.Default()]
 	Clock  clock.Clock  // [clock.NewReal()]
+	// AccessLog receives the routes' access log lines [Logger]; spillway
+	// serve gives a JSON handler on stdout.
+	AccessLog *slog.Logger
 }
 
 // router is proxy.Router over a frozen route table.
-type router struct{ t *route.Table[*proxy.Route] }
+type router struct {
+	t      *route.Table[*proxy.Route]
+	routes []*proxy.Route // in table order
+}
 
 func (r router) Route(v *request.View) (*proxy.Route, bool) {
 	rt, _, ok := r.t.Lookup(v)
@@ -73,16 +80,20 @@ func matchOf(m *config.Match) route.Match {
 	return out
 }
 
-// routerFor builds the frozen table of a listener's routes.
-func routerFor(cfg *config.Config, l *config.Listener, clusters map[string]*cluster) (router, error) {
-	t := new(route.Table[*proxy.Route])
+// routerFor builds the frozen table of a listener's routes; live counts
+// their requests in flight (the generation's).
+func routerFor(cfg *config.Config, l *config.Listener, clusters map[string]*cluster, live *atomic.Int64) (router, error) {
+	out := router{t: new(route.Table[*proxy.Route])}
 	for _, r := range cfg.ListenerRoutes(l) {
-		if err := t.Add(matchOf(&r.Match), compileRoute(r, clusters[r.Cluster])); err != nil {
+		rt := compileRoute(r, clusters[r.Cluster])
+		rt.Live = live
+		if err := out.t.Add(matchOf(&r.Match), rt); err != nil {
 			return router{}, fmt.Errorf("route %q: %w", r.Name, err)
 		}
+		out.routes = append(out.routes, rt)
 	}
-	t.Freeze()
-	return router{t}, nil
+	out.t.Freeze()
+	return out, nil
 }
 
 // connectTimeouts returns, per cluster, the longest connect timeout of the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
@@ -19,20 +20,47 @@ import (
 
 // cluster is a proxy.Cluster and what keeps it current: its endpoint
 // source, active checker and passive detector, and the pools per endpoint.
+//
+// A reload that changes only a cluster's endpoints keeps the cluster (one
+// object in both generations, its source restarted); one that changes
+// more builds a new cluster that takes over, by identity, the parts whose
+// definition did not change (see carry.go): the pools, the checker, the
+// detector, and every endpoint's drain and health state.
 type cluster struct {
-	px      *proxy.Cluster
+	name string
+	keys clusterKeys
+	px   *proxy.Cluster
+	clk  clock.Clock
+	log  *slog.Logger
+	ucfg upstream.Config
+
+	// proxyProto is the PROXY protocol version a tcp listener sends to
+	// the endpoints (0: none).
+	proxyProto int
+
 	src     discovery.Source
 	checker *health.Checker
-	ucfg    upstream.Config
-	clk     clock.Clock
-	log     *slog.Logger
+	// set is the Set the checker reports to (a carried checker reports to
+	// the cluster that took it over).
+	set atomic.Pointer[balancer.Set]
 
 	// static is the file's endpoint list (nil with discovery), applied by
-	// Start before any listener serves so a first request finds it.
+	// start before any listener serves so a first request finds it.
 	static []balancer.Endpoint
 
 	mu    sync.Mutex // serialises endpoint updates (pools are copy on write)
 	pools map[string]*upstream.Pool
+	// carried is the state of a predecessor's endpoints, applied by the
+	// first update (guarded by mu).
+	carried map[string]endpointState
+
+	// Owned by the gateway's mutex: the generations using the cluster,
+	// and whether the parts were handed to a successor.
+	gens                          int
+	gavePools, gaveChecker, moved bool
+
+	stop context.CancelFunc // ends the source's goroutine
+	done chan struct{}      // closed when it has ended
 }
 
 // newCluster builds a cluster from its configuration; nothing runs yet.
@@ -47,12 +75,20 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 		return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
 	}
 	cl := &cluster{
+		name: c.Name, keys: keysOf(c, connect),
 		px:  &proxy.Cluster{Name: c.Name, Set: set, Picker: c.NewPicker()},
 		src: c.Source(), static: c.StaticEndpoints(), clk: clk, log: log, pools: map[string]*upstream.Pool{},
 		ucfg: upstream.Config{
 			ConnectTimeout: connect, IdleTimeout: c.Pool.IdleTimeout.D(), MaxIdle: c.Pool.MaxIdlePerEndpoint,
 			MaxConns: c.Pool.MaxConnsPerEndpoint, TLS: c.ClientTLS(),
 		},
+	}
+	cl.set.Store(set)
+	switch c.ProxyProtocol {
+	case "v1":
+		cl.proxyProto = 1
+	case "v2":
+		cl.proxyProto = 2
 	}
 	if cl.ucfg.MaxIdle == 0 {
 		cl.ucfg.MaxIdle = -1 // 0 in the file: keep none (the library reads 0 as its default)
@@ -80,7 +116,7 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 		acfg, _ := c.ActiveConfig()
 		ch, err := health.NewChecker(check, acfg, health.CheckerOptions{
 			Name: c.Name, Logger: log, Clock: clk,
-			OnChange: func(addr string, ok bool, _ string) { set.SetHealthy(clk.Now(), addr, ok) },
+			OnChange: func(addr string, ok bool, _ string) { cl.set.Load().SetHealthy(clk.Now(), addr, ok) },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
@@ -90,18 +126,38 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 	return cl, nil
 }
 
-// run follows the endpoint source until ctx ends: the Set, the pools and
-// the checker's targets follow every list it sends.
-func (cl *cluster) run(ctx context.Context) {
-	if cl.checker != nil {
+// start applies the static endpoints at once (closing the window in which
+// a listener would serve an empty cluster), starts the checks, and follows
+// the endpoint source until stop.
+func (cl *cluster) start(parent context.Context) {
+	if cl.static != nil {
+		cl.update(cl.static)
+	}
+	if cl.checker != nil && !cl.moved {
 		cl.checker.Start()
-		defer cl.checker.Stop()
 	}
-	err := cl.src.Run(ctx, cl.update)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		cl.log.Error("gateway: endpoint source stopped", "cluster", cl.px.Name, "err", err)
+	cl.startSource(parent)
+}
+
+func (cl *cluster) startSource(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	cl.stop, cl.done = cancel, make(chan struct{})
+	go func() {
+		defer close(cl.done)
+		err := cl.src.Run(ctx, cl.update)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			cl.log.Error("gateway: endpoint source stopped", "cluster", cl.name, "err", err)
+		}
+	}()
+}
+
+// stopSource ends the source's goroutine and waits for it.
+func (cl *cluster) stopSource() {
+	if cl.stop != nil {
+		cl.stop()
+		<-cl.done
+		cl.stop = nil
 	}
-	<-ctx.Done()
 }
 
 // update applies one endpoint list.
@@ -119,6 +175,7 @@ func (cl *cluster) update(eps []balancer.Endpoint) {
 		}
 	}
 	cl.px.Set.Update(cl.clk.Now(), eps)
+	cl.applyCarried()
 	cl.px.Pools.Store(&next)
 	for a, p := range cl.pools {
 		if _, ok := next[a]; !ok {
@@ -134,8 +191,16 @@ func (cl *cluster) update(eps []balancer.Endpoint) {
 	}
 }
 
-// close closes every pool.
+// close stops the source and the checks (unless handed over) and closes
+// the pools the cluster still owns.
 func (cl *cluster) close() {
+	cl.stopSource()
+	if cl.checker != nil && !cl.gaveChecker {
+		cl.checker.Stop()
+	}
+	if cl.gavePools {
+		return
+	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for _, p := range cl.pools {

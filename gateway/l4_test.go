@@ -65,7 +65,7 @@ func greet(t *testing.T, addr string, i int) string {
 // wanted (healthy or not), for at most 10 s.
 func waitStates(t *testing.T, g *Gateway, cluster string, want map[string]bool) {
 	t.Helper()
-	set := g.clusters[cluster].px.Set
+	set := g.cur.Load().clusters[cluster].px.Set
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ok := true
@@ -119,7 +119,7 @@ clusters:
 	if seen["a"] != 3 || seen["b"] != 3 {
 		t.Fatalf("six connections went %v, want a and b three times each", seen)
 	}
-	p := g.listeners[0].tcp
+	p := sockOf(t, g, "tcp").tcp
 	if st := p.Stats(); st.DialFailures != 0 || st.NoEndpoint != 0 || st.Unreachable != 0 {
 		t.Fatalf("stats %+v: the dead endpoint was dialled (or no endpoint was found)", st)
 	}

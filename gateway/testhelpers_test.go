@@ -186,3 +186,17 @@ func rawServer(t *testing.T, serve func(net.Conn)) (addr string, stop func()) {
 	t.Cleanup(stop)
 	return ln.Addr().String(), stop
 }
+
+// sockOf returns the named listener's socket.
+func sockOf(t *testing.T, g *Gateway, name string) *sock {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.socks {
+		if s.cfg.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no listener %q", name)
+	return nil
+}

@@ -14,22 +14,23 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
-	"time"
 
 	"github.com/spillwayhq/spillway/config"
 	"github.com/spillwayhq/spillway/gateway"
 	"github.com/spillwayhq/spillway/httpserver"
 )
 
-// serveCommand runs the gateway until SIGINT or SIGTERM.
+// serveCommand runs the gateway: SIGHUP reloads the config file, SIGTERM
+// or SIGINT drains and stops it (a second one stops it at once).
 func serveCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spillway serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", "", "the gateway's config file (YAML or JSON); see docs/CONFIG.md")
-	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long open requests may run after SIGTERM before their connections close")
+	grace := fs.Duration("shutdown-timeout", 0, "override drain.timeout: how long requests in flight may run once the listeners close")
 	debug := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: spillway serve --config FILE [--shutdown-timeout 10s]")
+		fmt.Fprintln(stderr, "Usage: spillway serve --config FILE")
+		fmt.Fprintln(stderr, "SIGHUP (or a change of FILE, or POST /reload on the admin endpoint) reloads FILE; SIGTERM drains and stops.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,13 +55,18 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	g, err := gateway.Build(cfg, gateway.Options{Logger: log})
+	if *grace > 0 {
+		cfg.Drain.Timeout = config.Duration(*grace)
+	}
+	g, err := gateway.Build(cfg, gateway.Options{Logger: log, AccessLog: slog.New(slog.NewJSONHandler(stdout, nil))})
 	if err != nil {
 		fmt.Fprintln(stderr, "spillway serve:", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Signals are caught before Start, so a SIGTERM during start-up drains.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, "spillway serve:", err)
 		return 1
@@ -80,16 +86,39 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 	// Go 1.25+ sizes GOMAXPROCS from the cgroup's CPU limit (and follows
 	// changes to it); say what it is, since proxy throughput follows it.
 	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", runtime.NumCPU())
-	<-ctx.Done()
-	stop()
-	log.Info("shutting down", "timeout", *grace)
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	return runUntilStopped(g, sigs, stderr)
+}
+
+// runUntilStopped reloads on SIGHUP and, on SIGTERM or SIGINT, runs the
+// drain (a second signal cuts the drain delay short). Exit status 0 when
+// the drain ends, cut requests included: they were given drain.timeout.
+func runUntilStopped(g *gateway.Gateway, sigs chan os.Signal, stderr io.Writer) int {
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			_ = g.Reload("signal") // logged; the old config keeps serving on failure
+			continue
+		}
+		break
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := g.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if sig != syscall.SIGHUP {
+					cancel()
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	if err := g.Terminate(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintln(stderr, "spillway serve:", err)
 		return 1
 	}
-	_ = stdout
 	return 0
 }
 
