@@ -6,14 +6,20 @@
 // The layers, top to bottom (docs/ARCHITECTURE.md has the whole picture):
 //
 //	config    the file, validated, mapped onto the library's structs
-//	gateway   Build: clusters (balancer.Set, picker, upstream pools,
-//	          discovery, health.Checker) and routes (route.Table); Run:
-//	          listeners, the admin endpoint, shutdown
+//	gateway   generations: clusters (balancer.Set, picker, upstream pools,
+//	          discovery, health.Checker) and routes (route.Table) built
+//	          from one config; sockets, reload, drain, admin, metrics
+//	listener  accept, self-protection (overload), PROXY headers, TLS
 //	proxy     the engines: HTTP/1.1 (httpwire), HTTP/2 and h2c
 //	          (x/net/http2), forwarding through upstream pools
 //	l4        tcp listeners: each connection balanced over a cluster
 //
-// A Gateway is built once per configuration. Part 2 of the gateway (hot
-// reload, drain) swaps generations; today a new configuration means a new
-// process.
+// A reload (Reload, ReloadConfig) builds the next generation in full and
+// refuses it on any problem; on success sockets are kept by identity
+// (protocol and address), each engine while its settings are the same,
+// clusters by identity (see carry.go), and the replaced generation serves
+// the requests it took until they end. Terminate is SIGTERM's sequence:
+// readiness fails, clients are told to go (Connection: close, GOAWAY)
+// for drain.delay while the listeners still accept, then Shutdown gives
+// requests in flight drain.timeout.
 package gateway
