@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spillwayhq/spillway/upstream"
@@ -63,7 +64,20 @@ func skipHead(br *bufio.Reader) bool {
 // client and backend allocate nothing per request.
 func BenchmarkProxyH1(b *testing.B) {
 	be := cannedBackend(b)
-	rt := &Route{Name: "r", Cluster: newCluster(b, "app", upstream.Config{MaxIdle: 256}, be)}
+	benchH1(b, &Route{Name: "r", Cluster: newCluster(b, "app", upstream.Config{MaxIdle: 256}, be)})
+}
+
+// BenchmarkProxyH1Observed is BenchmarkProxyH1 with a no-op observer on
+// the route and the cluster and a generation counter: their cost on the
+// engine's side.
+func BenchmarkProxyH1Observed(b *testing.B) {
+	be := cannedBackend(b)
+	rt := &Route{Name: "r", Cluster: newCluster(b, "app", upstream.Config{MaxIdle: 256}, be), Observer: nopObserver{}, Live: new(atomic.Int64)}
+	rt.Cluster.Observer = nopObserver{}
+	benchH1(b, rt)
+}
+
+func benchH1(b *testing.B, rt *Route) {
 	addr, _ := startProxy(b, Config{}, one(rt))
 	req := []byte("GET / HTTP/1.1\r\nHost: bench\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n")
 	b.ReportAllocs()
@@ -116,14 +130,30 @@ func readCanned(br *bufio.Reader) bool {
 
 // TestAllocProxyH1: a kept-alive HTTP/1.1 request through the engine, its
 // upstream pool and back allocates nothing (the canned client and backend
-// allocate nothing either, and AllocsPerRun counts every goroutine).
+// allocate nothing either, and AllocsPerRun counts every goroutine) — with
+// a bare route, and with a route observed and counted in a generation.
 func TestAllocProxyH1(t *testing.T) {
 	if raceOn {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	noLeaks(t)
 	be := cannedBackend(t)
-	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	bare := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
+	t.Run("bare", func(t *testing.T) { allocsPerRequest(t, bare) })
+	watched := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), Observer: nopObserver{},
+		Live: new(atomic.Int64)}
+	watched.Cluster.Observer = nopObserver{}
+	t.Run("observed", func(t *testing.T) { allocsPerRequest(t, watched) })
+}
+
+// nopObserver is an Observer and ClusterObserver that does nothing.
+type nopObserver struct{}
+
+func (nopObserver) Begin()                              {}
+func (nopObserver) End(int, bool, float64)              {}
+func (nopObserver) UpstreamError(string, upstream.Kind) {}
+
+func allocsPerRequest(t *testing.T, rt *Route) {
 	addr, _ := startProxy(t, Config{}, one(rt))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -69,6 +69,7 @@ func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 	hc.s, hc.c, hc.secure, hc.ageAt = s, c, secure, ageAt
 	hc.state.Store(connActive)
 	hc.aged.Store(false)
+	hc.watch.gone, hc.watch.timedOut = false, false // a pooled h1conn's last client may have left
 	hc.tunneling.Store(false)
 	hc.sc = stashConn{Conn: c}
 	size := s.cfg.Limits.MaxHeaderBytes + 512
@@ -211,9 +212,12 @@ func (c *h1conn) serveOne() bool {
 	if !ok {
 		return c.writeProblem(problemNoRoute, keep)
 	}
-	c.rec.begin(rt)
+	c.rec.begin(rt, c.s.cfg.Clock.Now())
 	keep = c.routed(rt, keep)
-	c.rec.end()
+	if c.watch.gone {
+		c.rec.clientGone()
+	}
+	c.rec.end(c.s.cfg.Clock)
 	return keep
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -16,8 +17,7 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	if cl.H2 != nil {
 		return c.forwardH2(rt, m)
 	}
-	now := c.s.cfg.Clock.Now()
-	es, err := cl.pick(now, &c.view)
+	es, err := cl.pick(c.rec.start, &c.view)
 	var pool *upstream.Pool
 	if err == nil {
 		pool = cl.pool(es.Addr())
@@ -25,6 +25,7 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	if pool == nil {
 		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody)
 	}
+	c.rec.endpoint = es.Addr()
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
 	c.watch.arm(ctx.cancelFn, requestTimeout(rt))
@@ -35,29 +36,49 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	err = pool.RoundTrip(ctx, &c.ureq, &c.uresp)
 	if err != nil {
 		c.watch.stop()
-		how := endUpstream
-		if c.watch.gone || c.body.err != nil {
-			how = endClient
-		}
-		cl.finish(es, now, c.s.cfg.Clock.Now(), 0, how)
+		c.finishFailed(es, err, c.watch.timedOut)
 		return c.upstreamFailed(cl, err, c.watch.timedOut)
 	}
 	if c.uresp.Head.Status == 101 {
 		c.rec.upstream(101)
 		c.watch.stop()
-		cl.finish(es, now, c.s.cfg.Clock.Now(), 101, endOK)
+		c.finished(es, 101)
 		c.tunnel(rt)
+		c.rec.at = 0 // the record ends with the tunnel
 		return false
 	}
 	keep := c.copyResponse(rt, m, hasBody)
 	c.watch.stop()
+	c.finished(es, c.uresp.Head.Status)
+	c.uresp.Close()
+	return keep && !c.watch.gone
+}
+
+// finishFailed completes an exchange that failed before its answer: the
+// client's doing (it left, its body failed) or the upstream's, which is
+// reported to the cluster's observer.
+func (c *h1conn) finishFailed(es *balancer.EndpointState, err error, timedOut bool) {
+	how := endUpstream
+	if c.watch.gone || c.body.err != nil {
+		how = endClient
+	} else {
+		c.rec.upstreamFailed(err, timedOut)
+	}
+	c.rec.at = c.s.cfg.Clock.Now()
+	c.rec.rt.Cluster.finish(es, c.rec.start, c.rec.at, 0, how)
+}
+
+// finished completes an exchange the upstream answered with status (its
+// body may have failed midway: reported here, after the watch).
+func (c *h1conn) finished(es *balancer.EndpointState, status int) {
 	how := endOK
 	if c.watch.gone {
 		how = endClient
+	} else if c.rec.upErr != nil {
+		c.rec.upstreamFailed(c.rec.upErr, c.watch.timedOut)
 	}
-	cl.finish(es, now, c.s.cfg.Clock.Now(), c.uresp.Head.Status, how)
-	c.uresp.Close()
-	return keep && !c.watch.gone
+	c.rec.at = c.s.cfg.Clock.Now()
+	c.rec.rt.Cluster.finish(es, c.rec.start, c.rec.at, status, how)
 }
 
 // requestTimeout is the bound on a whole exchange: the route's request

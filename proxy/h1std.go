@@ -15,11 +15,11 @@ import (
 func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	cl := rt.Cluster
 	hasBody := c.out.length > 0 || c.out.length == bodyChunked
-	now := c.s.cfg.Clock.Now()
-	es, err := cl.pick(now, &c.view)
+	es, err := cl.pick(c.rec.start, &c.view)
 	if err != nil {
 		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody)
 	}
+	c.rec.endpoint = es.Addr()
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
 	hdr := newHeaderTimer(rt.ResponseHeaderTimeout, ctx.cancelFn)
@@ -51,12 +51,9 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	hdr.stop()
 	if err != nil {
 		c.watch.stop()
-		how := endUpstream
-		if c.watch.gone || c.body.err != nil {
-			how = endClient
-		}
-		cl.finish(es, now, c.s.cfg.Clock.Now(), 0, how)
-		return c.upstreamFailed(cl, err, c.watch.timedOut || hdr.timedOut() || idle.timedOut())
+		timedOut := c.watch.timedOut || hdr.timedOut() || idle.timedOut()
+		c.finishFailed(es, err, timedOut)
+		return c.upstreamFailed(cl, err, timedOut)
 	}
 	if idle != nil {
 		resp.Body = readCloser{touchReader{resp.Body, idle}, resp.Body}
@@ -64,11 +61,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	keep := c.copyStdResponse(rt, m, resp, hasBody)
 	_ = resp.Body.Close()
 	c.watch.stop()
-	how := endOK
-	if c.watch.gone {
-		how = endClient
-	}
-	cl.finish(es, now, c.s.cfg.Clock.Now(), resp.StatusCode, how)
+	c.finished(es, resp.StatusCode)
 	return keep && !c.watch.gone
 }
 
@@ -159,6 +152,7 @@ func (c *h1conn) streamStd(w io.Writer, body io.Reader) error {
 			return nil
 		}
 		if err != nil {
+			c.rec.upErr = err
 			return err
 		}
 	}

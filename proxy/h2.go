@@ -101,10 +101,11 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problemNoRoute.writeHTTP(w, isHead)
 		return
 	}
-	st.rec.begin(rt)
-	defer st.rec.end()
+	rec := &st.rec
+	rec.begin(rt, h.s.cfg.Clock.Now())
+	defer h.s.endStd(rec, r)
 	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
-		problemBodyTooLarge.writeHTTP(w, isHead)
+		rec.answer(w, problemBodyTooLarge, isHead)
 		return
 	}
 	if rt.AccessLog != LogOff {
@@ -113,7 +114,7 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = sw
 	}
 	o := h.outbound(st, r, path, query, hasQ)
-	forwardStd(h.s, w, r, &v, rt, o)
+	forwardStd(h.s, w, r, &v, rt, o, rec)
 }
 
 // problemTwoLengths answers an HTTP/2 request with several Content-Length

@@ -1,21 +1,43 @@
 package proxy
 
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/upstream"
+)
+
 // record is one routed request's bookkeeping, the same on both engines:
 // the generation's live count, the route's observer, and its access log
 // line. It lives in the connection (HTTP/1.1) or in the pooled stream
 // scratch (HTTP/2), so keeping it costs no allocation.
+//
+// Time is the Server's clock, read when the request is routed (start,
+// which the engine also gives the balancer) and when the exchange is over
+// (at, which the engine also gives the endpoint's latency sample): the
+// observer's duration costs no clock read of its own.
 type record struct {
-	rt     *Route // nil between requests: an idle connection pins no generation
-	status int    // what the client got (0: nothing yet)
-	fromUp bool   // status is the upstream's answer, not the gateway's own
-	reason string // the gateway's reason code for its own answers
+	rt       *Route  // nil between requests: an idle connection pins no generation
+	start    float64 // clock seconds when the request was routed
+	at       float64 // when the exchange ended (0: not known, read at the end)
+	status   int     // what the client got (0: nothing yet)
+	fromUp   bool    // status is the upstream's answer, not the gateway's own
+	reason   string  // the gateway's reason code for its own answers
+	endpoint string  // the address picked ("" if none)
+	upErr    error   // the upstream's failure in the middle of a body, reported at the end
 }
 
-// begin starts the record of a request that took route rt.
-func (r *record) begin(rt *Route) {
-	*r = record{rt: rt}
+// begin starts the record of a request that took route rt at now.
+func (r *record) begin(rt *Route, now float64) {
+	*r = record{rt: rt, start: now}
 	if rt.Live != nil {
 		rt.Live.Add(1)
+	}
+	if o := rt.Observer; o != nil {
+		o.Begin()
 	}
 }
 
@@ -29,10 +51,87 @@ func (r *record) upstream(status int) {
 	r.status, r.fromUp, r.reason = status, true, ""
 }
 
-// end closes the record: the exchange, or the tunnel, is over.
-func (r *record) end() {
+// clientGone records a client that went away before its answer.
+func (r *record) clientGone() {
+	r.status, r.fromUp, r.reason = 499, false, "client-gone"
+}
+
+// end closes the record — the exchange, or the tunnel, is over — and
+// reports it to the route's observer.
+func (r *record) end(clk clock.Clock) {
+	if o := r.rt.Observer; o != nil {
+		if r.at == 0 {
+			r.at = clk.Now()
+		}
+		o.End(r.status, r.fromUp, r.at-r.start)
+	}
 	if live := r.rt.Live; live != nil {
 		live.Add(-1)
 	}
 	r.rt = nil
+}
+
+// upstreamFailed reports a failed exchange with the endpoint to the
+// cluster's observer, unless the failure was the client's doing (it went
+// away, its body failed). timedOut says one of the exchange's timeouts
+// cut it.
+func (r *record) upstreamFailed(err error, timedOut bool) {
+	o := r.rt.Cluster.Observer
+	if o == nil {
+		return
+	}
+	if kind, ok := failureKind(err, timedOut); ok {
+		o.UpstreamError(r.endpoint, kind)
+	}
+}
+
+// failureKind classifies an upstream failure: the pools' *upstream.Error
+// says it itself; an HTTP/2 transport's error is a dial failure (refused),
+// a deadline (timeout) or anything else (reset). False: not the
+// upstream's failure.
+func failureKind(err error, timedOut bool) (upstream.Kind, bool) {
+	if timedOut {
+		return upstream.KindTimeout, true
+	}
+	if ue, ok := err.(*upstream.Error); ok {
+		switch ue.Kind {
+		case upstream.KindCanceled, upstream.KindRequestBody:
+			return 0, false
+		}
+		return ue.Kind, true
+	}
+	var op *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, errBodyGone):
+		return 0, false
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return upstream.KindTimeout, true
+	case errors.As(err, &op) && op.Op == "dial":
+		return upstream.KindRefused, true
+	}
+	return upstream.KindReset, true
+}
+
+// answer writes one of the gateway's own answers to an HTTP/2 client.
+func (r *record) answer(w http.ResponseWriter, p *Problem, head bool) {
+	r.gateway(p)
+	p.writeHTTP(w, head)
+}
+
+// failedStd answers an HTTP/2 client's failed exchange with p, and
+// reports the failure unless the client's going away caused it.
+func (r *record) failedStd(w http.ResponseWriter, req *http.Request, p *Problem, err error, timedOut bool) {
+	if req.Context().Err() == nil {
+		r.upstreamFailed(err, timedOut)
+	}
+	r.answer(w, p, req.Method == http.MethodHead)
+}
+
+// endStd closes an HTTP/2 request's record (deferred, so a stream reset
+// after a cut body is recorded too): 499 when the client left first.
+func (s *Server) endStd(r *record, req *http.Request) {
+	if req.Context().Err() != nil {
+		r.clientGone()
+	}
+	r.end(s.cfg.Clock)
 }

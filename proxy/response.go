@@ -121,6 +121,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 		if err != nil {
 			// The upstream failed mid-body: the head is gone, so the only
 			// honest signal left is to cut the connection (no last chunk).
+			c.rec.upErr = err
 			_ = c.flush()
 			return false
 		}

@@ -18,15 +18,16 @@ import (
 // HTTP/2 cluster through its transport (gRPC end to end, trailers both
 // ways), or to an HTTP/1.1 cluster through its pools. The upstream head is
 // built by appendHead, as for the HTTP/1.1 engine.
-func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound) {
+func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound, rec *record) {
 	cl := rt.Cluster
 	isHead := r.Method == http.MethodHead
-	now := s.cfg.Clock.Now()
+	now := rec.start
 	es, err := cl.pick(now, v)
 	if err != nil {
-		cl.noEndpoint.writeHTTP(w, isHead)
+		rec.answer(w, cl.noEndpoint, isHead)
 		return
 	}
+	rec.endpoint = es.Addr()
 	head := appendHead(make([]byte, 0, 1024), o, rt)
 	ctx, cancel := stdContext(r.Context(), rt)
 	defer cancel()
@@ -50,11 +51,11 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	es.Start()
 	status, cut := 0, false
 	if cl.H2 != nil {
-		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr(), idle)
+		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr(), idle, rec)
 	} else if pool := cl.pool(es.Addr()); pool != nil {
-		status, cut = forwardH1(ctx, w, r, rt, o, head, pool)
+		status, cut = forwardH1(ctx, w, r, rt, o, head, pool, rec)
 	} else {
-		cl.noEndpoint.writeHTTP(w, isHead)
+		rec.answer(w, cl.noEndpoint, isHead)
 		es.Done(now, -1, false)
 		return
 	}
@@ -64,8 +65,11 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		how = endClient // the client went away: no sample
 	case status == 0:
 		how = endUpstream
+	case rec.upErr != nil:
+		rec.upstreamFailed(rec.upErr, ctx.Err() == context.DeadlineExceeded || idle.timedOut())
 	}
-	cl.finish(es, now, s.cfg.Clock.Now(), status, how)
+	rec.at = s.cfg.Clock.Now()
+	cl.finish(es, now, rec.at, status, how)
 	if cut {
 		// The head is gone and the body is short: reset the stream
 		// (net/http's sentinel for it), so the client cannot take the
@@ -86,14 +90,14 @@ func stdContext(parent context.Context, rt *Route) (context.Context, context.Can
 // the response body was cut after its head went out.
 //
 // On a streaming route, idle ends the exchange after a silence both ways.
-func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string, idle *idleCut) (int, bool) {
+func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string, idle *idleCut, rec *record) (int, bool) {
 	cl := rt.Cluster
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hdr := newHeaderTimer(rt.ResponseHeaderTimeout, cancel)
 	req, err := stdRequest(hctx, head, addr, sendBody(r.Body, hdr), r.ContentLength)
 	if err != nil {
-		cl.badResponse.writeHTTP(w, r.Method == http.MethodHead)
+		rec.answer(w, cl.badResponse, r.Method == http.MethodHead)
 		return 0, false
 	}
 	if r.Header.Get("Te") == "trailers" {
@@ -103,11 +107,12 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	resp, err := cl.H2.RoundTrip(req)
 	hdr.stop()
 	if err != nil {
+		timedOut := idle.timedOut() || hdr.timedOut() || ctx.Err() == context.DeadlineExceeded
 		p := stdProblem(ctx, cl, err)
-		if idle.timedOut() || hdr.timedOut() {
+		if timedOut {
 			p = cl.timeout
 		}
-		p.writeHTTP(w, r.Method == http.MethodHead)
+		rec.failedStd(w, r, p, err, timedOut)
 		return 0, false
 	}
 	defer resp.Body.Close()
@@ -121,12 +126,13 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	for k := range resp.Trailer {
 		w.Header().Add("Trailer", k)
 	}
+	rec.upstream(resp.StatusCode)
 	w.WriteHeader(resp.StatusCode)
 	var body io.Reader = resp.Body
 	if idle != nil {
 		body = touchReader{resp.Body, idle}
 	}
-	if !streamBody(w, body, resp.ContentLength) {
+	if !streamBody(w, body, resp.ContentLength, rec) {
 		return resp.StatusCode, true
 	}
 	for k, vs := range resp.Trailer {
@@ -137,7 +143,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 
 // forwardH1 sends an HTTP/2 client's request to an HTTP/1.1 pool; it
 // returns what forwardH2 does.
-func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool) (int, bool) {
+func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool, rec *record) (int, bool) {
 	cl := rt.Cluster
 	ureq := upstream.Request{
 		Method: o.method, Head: head, Replayable: o.length == bodyNone && idempotent(o.method),
@@ -156,7 +162,7 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	var resp upstream.Response
 	defer resp.Close()
 	if err := pool.RoundTrip(ctx, &ureq, &resp); err != nil {
-		stdProblem(ctx, cl, err).writeHTTP(w, r.Method == http.MethodHead)
+		rec.failedStd(w, r, stdProblem(ctx, cl, err), err, ctx.Err() == context.DeadlineExceeded)
 		return 0, false
 	}
 	h := w.Header()
@@ -174,9 +180,10 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	if resp.Head.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.Head.ContentLength, 10))
 	}
+	rec.upstream(resp.Head.Status)
 	w.WriteHeader(resp.Head.Status)
 	if !httpwire.NoBody(o.method, resp.Head.Status) {
-		if !streamBody(w, resp.Body, resp.Head.ContentLength) {
+		if !streamBody(w, resp.Body, resp.Head.ContentLength, rec) {
 			return resp.Head.Status, true
 		}
 		for _, f := range resp.Trailers() {
@@ -270,8 +277,8 @@ func writeInterim(w http.ResponseWriter, ih *httpwire.ResponseHead) {
 // streams go out as they come) — except after the last byte of a body of
 // known length, which the handler's return sends with the end of the
 // stream in one frame. It reports whether the whole body went out (the
-// source ended with io.EOF).
-func streamBody(w http.ResponseWriter, body io.Reader, length int64) bool {
+// source ended with io.EOF); a failed read is kept in rec.upErr.
+func streamBody(w http.ResponseWriter, body io.Reader, length int64, rec *record) bool {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -292,6 +299,9 @@ func streamBody(w http.ResponseWriter, body io.Reader, length int64) bool {
 			}
 		}
 		if err != nil {
+			if err != io.EOF {
+				rec.upErr = err
+			}
 			return err == io.EOF
 		}
 	}
