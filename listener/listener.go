@@ -71,7 +71,8 @@ type current struct {
 	engine Engine
 }
 
-// New returns a Listener over ln admitting through g, serving with engine.
+// New returns a Listener over ln admitting through g, serving with engine
+// (not nil).
 func New(ln net.Listener, g *overload.Gate, cfg Config, engine Engine) *Listener {
 	l := &Listener{ln: ln, gate: g, clk: g.Guard().Clock(), done: make(chan struct{}),
 		pending: map[net.Conn]struct{}{}}
@@ -125,7 +126,8 @@ func (l *Listener) Serve() error {
 				return nil
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			l.cur.Load().cfg.Logger.Warn("listener: accept failed; retrying", "listener", l.cur.Load().cfg.Name, "err", err, "pause", pause)
+			cfg := &l.cur.Load().cfg
+			cfg.Logger.Warn("listener: accept failed; retrying", "listener", cfg.Name, "err", err, "pause", pause)
 			if !l.sleep(pause) {
 				return nil
 			}
