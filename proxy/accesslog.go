@@ -3,67 +3,51 @@ package proxy
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"time"
+	"math"
+	"net/netip"
 )
 
-// logAccess writes a route's access log line for the exchange that just
-// ended (only for routes with AccessLog; the strings are copied, as the
-// request's bytes are about to be reused).
-func (c *h1conn) logAccess(rt *Route, m int, start time.Time) {
-	status, reason := c.rec.status, c.rec.reason
-	if c.watch.gone {
-		status, reason = 499, "client-gone"
+// logAccess writes a request's access log line (routes with AccessLog
+// full, or sampled and drawn), one slog record at Info on
+// Config.AccessLog, the same fields on both engines:
+//
+//	route, method, host (lowercase, without port), path (as received,
+//	without the query), status (499: the client left first), reason (the
+//	gateway's reason code for its own answers, as in Spillway-Reason),
+//	cluster, endpoint (the address picked; "" if none), bytes_in and
+//	bytes_out (body bytes), duration_ms, upstream_ms (from sending to the
+//	upstream to its response head; absent without an exchange), client
+//	(IP), request_id (the X-Request-Id forwarded: the client's, or the
+//	one the gateway made), attempts (upstream exchanges tried).
+func (s *Server) logAccess(r *record, client netip.Addr) {
+	cluster := ""
+	if r.rt.Cluster != nil {
+		cluster = r.rt.Cluster.Name
 	}
-	c.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "access",
-		slog.String("route", rt.Name),
-		slog.String("method", string(c.method[:m])),
-		slog.String("host", string(c.host)),
-		slog.String("client", c.peer.String()),
-		slog.Int("status", status),
-		slog.String("reason", reason),
-		slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
-	)
-}
-
-// statusWriter remembers the status an HTTP/2 handler answered, for the
-// access log; Unwrap keeps http.ResponseController's Flush and deadlines.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
+	attrs := [...]slog.Attr{
+		slog.String("route", r.rt.Name),
+		slog.String("method", r.method),
+		slog.String("host", r.host),
+		slog.String("path", r.path),
+		slog.Int("status", r.status),
+		slog.String("reason", r.reason),
+		slog.String("cluster", cluster),
+		slog.String("endpoint", r.endpoint),
+		slog.Int64("bytes_in", r.bytesIn),
+		slog.Int64("bytes_out", r.bytesOut),
+		slog.Float64("duration_ms", millis(r.at-r.start)),
+		slog.String("client", client.Unmap().String()),
+		slog.String("request_id", r.reqID),
+		slog.Int("attempts", r.attempts),
+		{}, // upstream_ms
 	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+	n := len(attrs) - 1
+	if r.upHead > 0 {
+		attrs[n] = slog.Float64("upstream_ms", millis(r.upHead-r.upSent))
+		n++
 	}
-	return w.ResponseWriter.Write(p)
+	s.cfg.AccessLog.LogAttrs(context.Background(), slog.LevelInfo, "access", attrs[:n]...)
 }
 
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// logStd writes the access log line of an HTTP/2 request (deferred, so a
-// stream reset after a cut body is logged too): 499 when the client left
-// first.
-func (s *Server) logStd(rt *Route, r *http.Request, w *statusWriter, start time.Time) {
-	status := w.status
-	if r.Context().Err() != nil {
-		status = 499
-	}
-	s.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "access",
-		slog.String("route", rt.Name),
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("client", r.RemoteAddr),
-		slog.Int("status", status),
-		slog.String("reason", w.Header().Get("Spillway-Reason")),
-		slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
-	)
-}
+// millis converts seconds to milliseconds, to the microsecond.
+func millis(sec float64) float64 { return math.Round(sec*1e6) / 1e3 }

@@ -131,7 +131,9 @@ func readCanned(br *bufio.Reader) bool {
 // TestAllocProxyH1: a kept-alive HTTP/1.1 request through the engine, its
 // upstream pool and back allocates nothing (the canned client and backend
 // allocate nothing either, and AllocsPerRun counts every goroutine) — with
-// a bare route, and with a route observed and counted in a generation.
+// a bare route, and with a route observed, counted in a generation and
+// sampled for the access log at a share that logs nothing (the draw is
+// made per request).
 func TestAllocProxyH1(t *testing.T) {
 	if raceOn {
 		t.Skip("allocation counts are not meaningful under -race")
@@ -141,7 +143,7 @@ func TestAllocProxyH1(t *testing.T) {
 	bare := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
 	t.Run("bare", func(t *testing.T) { allocsPerRequest(t, bare) })
 	watched := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), Observer: nopObserver{},
-		Live: new(atomic.Int64)}
+		Live: new(atomic.Int64), AccessLog: LogSampled, AccessSample: 0}
 	watched.Cluster.Observer = nopObserver{}
 	t.Run("observed", func(t *testing.T) { allocsPerRequest(t, watched) })
 }

@@ -33,6 +33,9 @@ type outbound struct {
 	// xff and fwd collect a trusted peer's X-Forwarded-For and Forwarded
 	// values; their capacity is reused from request to request.
 	xff, fwd []byte
+	// idAt and idEnd locate the X-Request-Id value appendHead forwarded
+	// (the client's, or one it made) in the head it returned.
+	idAt, idEnd int
 }
 
 // bodyNone marks a request without a body in outbound.length.
@@ -76,6 +79,10 @@ func appendHead(dst []byte, o *outbound, rt *Route) []byte {
 				continue
 			}
 			g.id = true
+			dst = httpwire.AppendField(dst, f.Name, f.Value)
+			o.idEnd = len(dst) - 2
+			o.idAt = o.idEnd - len(f.Value)
+			continue
 		case httpwire.EqualFold(f.Name, "expect"):
 			continue // the gateway answers 100-continue itself
 		case httpwire.EqualFold(f.Name, "host"):
@@ -132,7 +139,10 @@ func appendGatewayFields(dst []byte, o *outbound, rt *Route, g seen) []byte {
 	}
 	dst = appendForwardedElem(dst, o.peer.Addr().Unmap(), addr, proto, o.host)
 	if !g.id {
-		dst = appendRequestID(append(dst, "X-Request-Id: "...))
+		dst = append(dst, "X-Request-Id: "...)
+		o.idAt = len(dst)
+		dst = appendRequestID(dst)
+		o.idEnd = len(dst)
 		dst = append(dst, "\r\n"...)
 	}
 	switch {

@@ -212,12 +212,15 @@ func (c *h1conn) serveOne() bool {
 	if !ok {
 		return c.writeProblem(problemNoRoute, keep)
 	}
-	c.rec.begin(rt, c.s.cfg.Clock.Now())
+	c.rec.begin(rt, c.s.cfg.Clock)
+	if c.rec.log { // copies: the head's bytes are reused once its body is read
+		c.rec.method, c.rec.host, c.rec.path = string(c.head.Method), string(c.host), string(c.head.Path)
+	}
 	keep = c.routed(rt, keep)
 	if c.watch.gone {
 		c.rec.clientGone()
 	}
-	c.rec.end(c.s.cfg.Clock)
+	c.rec.end(c.s, c.peer.Addr())
 	return keep
 }
 
@@ -235,13 +238,10 @@ func (c *h1conn) routed(rt *Route, keep bool) bool {
 	m := copy(c.method[:], c.head.Method)
 	c.fillOutbound(m, upgrade)
 	c.wbuf = appendHead(c.wbuf[:0], &c.out, rt)
-	if rt.AccessLog == LogOff {
-		return c.forward(rt, m)
+	if c.rec.log {
+		c.rec.reqID = string(c.wbuf[c.out.idAt:c.out.idEnd])
 	}
-	start := time.Now()
-	keep = c.forward(rt, m)
-	c.logAccess(rt, m, start)
-	return keep
+	return c.forward(rt, m)
 }
 
 // upgradeFor returns the Upgrade to forward (nil: none), or false when the
@@ -278,7 +278,7 @@ func (c *h1conn) refuseHead(err error) {
 // or the connection's age ends it ("Connection: close" then).
 func (c *h1conn) writeProblem(p *Problem, keep bool) bool {
 	keep = keep && c.mayKeep()
-	c.rec.gateway(p)
+	c.rec.gateway(p, c.isHead)
 	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead)
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(c.wbuf)

@@ -33,12 +33,14 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		c.watch.start()
 	}
 	es.Start()
+	c.rec.sending()
 	err = pool.RoundTrip(ctx, &c.ureq, &c.uresp)
 	if err != nil {
 		c.watch.stop()
 		c.finishFailed(es, err, c.watch.timedOut)
 		return c.upstreamFailed(cl, err, c.watch.timedOut)
 	}
+	c.rec.headArrived()
 	if c.uresp.Head.Status == 101 {
 		c.rec.upstream(101)
 		c.watch.stop()
@@ -64,6 +66,7 @@ func (c *h1conn) finishFailed(es *balancer.EndpointState, err error, timedOut bo
 	} else {
 		c.rec.upstreamFailed(err, timedOut)
 	}
+	c.rec.bytesIn = c.body.read
 	c.rec.at = c.s.cfg.Clock.Now()
 	c.rec.rt.Cluster.finish(es, c.rec.start, c.rec.at, 0, how)
 }
@@ -77,6 +80,7 @@ func (c *h1conn) finished(es *balancer.EndpointState, status int) {
 	} else if c.rec.upErr != nil {
 		c.rec.upstreamFailed(c.rec.upErr, c.watch.timedOut)
 	}
+	c.rec.bytesIn = c.body.read
 	c.rec.at = c.s.cfg.Clock.Now()
 	c.rec.rt.Cluster.finish(es, c.rec.start, c.rec.at, status, how)
 }
@@ -110,7 +114,7 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 			c.ureq.Trailers = c.trailersFn
 		}
 	} else {
-		c.body.done, c.body.err = true, nil // no body; nothing left from the last exchange
+		c.body.done, c.body.err, c.body.read = true, nil, 0 // no body; nothing left from the last exchange
 	}
 }
 

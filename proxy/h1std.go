@@ -47,6 +47,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 		c.watch.start()
 	}
 	es.Start()
+	c.rec.sending()
 	resp, err := cl.H2.RoundTrip(req)
 	hdr.stop()
 	if err != nil {
@@ -55,6 +56,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 		c.finishFailed(es, err, timedOut)
 		return c.upstreamFailed(cl, err, timedOut)
 	}
+	c.rec.headArrived()
 	if idle != nil {
 		resp.Body = readCloser{touchReader{resp.Body, idle}, resp.Body}
 	}
@@ -142,6 +144,7 @@ func (c *h1conn) streamStd(w io.Writer, body io.Reader) error {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
+			c.rec.bytesOut += int64(n)
 			if n < len(buf) && err == nil {
 				if werr := c.bw.Flush(); werr != nil {
 					return werr

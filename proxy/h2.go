@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/net/http2"
 
@@ -102,16 +101,14 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &st.rec
-	rec.begin(rt, h.s.cfg.Clock.Now())
-	defer h.s.endStd(rec, r)
+	rec.begin(rt, h.s.cfg.Clock)
+	defer h.endStream(rec, r)
+	if rec.log {
+		rec.method, rec.host, rec.path = r.Method, string(st.host), path
+	}
 	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
 		rec.answer(w, problemBodyTooLarge, isHead)
 		return
-	}
-	if rt.AccessLog != LogOff {
-		sw := &statusWriter{ResponseWriter: w}
-		defer h.s.logStd(rt, r, sw, time.Now())
-		w = sw
 	}
 	o := h.outbound(st, r, path, query, hasQ)
 	forwardStd(h.s, w, r, &v, rt, o, rec)

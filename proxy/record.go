@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 
 	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/upstream"
@@ -20,7 +22,8 @@ import (
 // (at, which the engine also gives the endpoint's latency sample): the
 // observer's duration costs no clock read of its own.
 type record struct {
-	rt       *Route  // nil between requests: an idle connection pins no generation
+	rt       *Route // nil between requests: an idle connection pins no generation
+	clk      clock.Clock
 	start    float64 // clock seconds when the request was routed
 	at       float64 // when the exchange ended (0: not known, read at the end)
 	status   int     // what the client got (0: nothing yet)
@@ -28,22 +31,61 @@ type record struct {
 	reason   string  // the gateway's reason code for its own answers
 	endpoint string  // the address picked ("" if none)
 	upErr    error   // the upstream's failure in the middle of a body, reported at the end
+	attempts int     // upstream exchanges tried
+	// Body bytes read from the client and written to it.
+	bytesIn, bytesOut int64
+
+	// For the access log line, only when log (logging may allocate; the
+	// rest of the record never does): copies of the request's strings,
+	// the request id forwarded, and when the upstream exchange started
+	// and its response head arrived (clock seconds; 0: none).
+	log                bool
+	method, host, path string
+	reqID              string
+	upSent, upHead     float64
 }
 
-// begin starts the record of a request that took route rt at now.
-func (r *record) begin(rt *Route, now float64) {
-	*r = record{rt: rt, start: now}
+// begin starts the record of a request that took route rt now, and
+// draws whether it is logged (math/rand/v2's generator: per-thread
+// state, no lock, no allocation).
+func (r *record) begin(rt *Route, clk clock.Clock) {
+	*r = record{rt: rt, clk: clk, start: clk.Now()}
 	if rt.Live != nil {
 		rt.Live.Add(1)
 	}
 	if o := rt.Observer; o != nil {
 		o.Begin()
 	}
+	switch rt.AccessLog {
+	case LogFull:
+		r.log = true
+	case LogSampled:
+		r.log = rand.Float64() < rt.AccessSample
+	}
 }
 
-// gateway records an answer of the gateway's own (a refusal, a timeout).
-func (r *record) gateway(p *Problem) {
+// sending marks the start of an upstream exchange.
+func (r *record) sending() {
+	r.attempts++
+	if r.log {
+		r.upSent = r.clk.Now()
+	}
+}
+
+// headArrived marks the upstream's response head.
+func (r *record) headArrived() {
+	if r.log {
+		r.upHead = r.clk.Now()
+	}
+}
+
+// gateway records an answer of the gateway's own (a refusal, a timeout),
+// its body sent unless the request was a HEAD.
+func (r *record) gateway(p *Problem, head bool) {
 	r.status, r.fromUp, r.reason = p.Status, false, p.Reason
+	if !head {
+		r.bytesOut = int64(len(p.Body))
+	}
 }
 
 // upstream records the upstream's status, forwarded to the client.
@@ -56,19 +98,24 @@ func (r *record) clientGone() {
 	r.status, r.fromUp, r.reason = 499, false, "client-gone"
 }
 
-// end closes the record — the exchange, or the tunnel, is over — and
-// reports it to the route's observer.
-func (r *record) end(clk clock.Clock) {
-	if o := r.rt.Observer; o != nil {
-		if r.at == 0 {
-			r.at = clk.Now()
-		}
+// end closes the record — the exchange, or the tunnel, is over: it
+// reports it to the route's observer, writes its access log line (client
+// is the peer's address), and counts it out of its generation, last.
+func (r *record) end(s *Server, client netip.Addr) {
+	o := r.rt.Observer
+	if r.at == 0 && (o != nil || r.log) {
+		r.at = r.clk.Now()
+	}
+	if o != nil {
 		o.End(r.status, r.fromUp, r.at-r.start)
+	}
+	if r.log {
+		s.logAccess(r, client)
 	}
 	if live := r.rt.Live; live != nil {
 		live.Add(-1)
 	}
-	r.rt = nil
+	*r = record{} // drop the route, the strings and the error
 }
 
 // upstreamFailed reports a failed exchange with the endpoint to the
@@ -114,7 +161,7 @@ func failureKind(err error, timedOut bool) (upstream.Kind, bool) {
 
 // answer writes one of the gateway's own answers to an HTTP/2 client.
 func (r *record) answer(w http.ResponseWriter, p *Problem, head bool) {
-	r.gateway(p)
+	r.gateway(p, head)
 	p.writeHTTP(w, head)
 }
 
@@ -127,11 +174,12 @@ func (r *record) failedStd(w http.ResponseWriter, req *http.Request, p *Problem,
 	r.answer(w, p, req.Method == http.MethodHead)
 }
 
-// endStd closes an HTTP/2 request's record (deferred, so a stream reset
-// after a cut body is recorded too): 499 when the client left first.
-func (s *Server) endStd(r *record, req *http.Request) {
+// endStream closes an HTTP/2 request's record (deferred, so a stream
+// reset after a cut body is recorded too): 499 when the client left
+// first.
+func (h *h2handler) endStream(r *record, req *http.Request) {
 	if req.Context().Err() != nil {
 		r.clientGone()
 	}
-	r.end(s.cfg.Clock)
+	r.end(h.s, h.peer.Addr())
 }

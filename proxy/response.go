@@ -100,6 +100,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 			} else {
 				_, werr = c.bw.Write(buf[:n])
 			}
+			c.rec.bytesOut += int64(n)
 			if werr == nil && n < len(buf) && err == nil {
 				werr = c.bw.Flush()
 			}

@@ -63,6 +63,9 @@ type Config struct {
 	// Logger receives connection-level errors (never one line per
 	// request) [slog.Default()].
 	Logger *slog.Logger
+	// AccessLog receives the access log lines of the routes that ask for
+	// them (Route.AccessLog; fields in logAccess) [Logger].
+	AccessLog *slog.Logger
 }
 
 // Server is the HTTP engines of one listener: it accepts connections,
@@ -112,6 +115,9 @@ func NewServer(cfg Config, r Router) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.AccessLog == nil {
+		cfg.AccessLog = cfg.Logger
 	}
 	s := &Server{cfg: cfg, conns: make(map[net.Conn]struct{}), h2conns: make(map[*h2conn]struct{})}
 	s.h2 = &http2.Server{

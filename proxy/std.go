@@ -29,6 +29,9 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	}
 	rec.endpoint = es.Addr()
 	head := appendHead(make([]byte, 0, 1024), o, rt)
+	if rec.log {
+		rec.reqID = string(head[o.idAt:o.idEnd])
+	}
 	ctx, cancel := stdContext(r.Context(), rt)
 	defer cancel()
 	idle := newIdleCut(rt, cancel)
@@ -42,7 +45,7 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		gr.Body = http.NoBody
 		r = &gr
 	} else if r.Body != nil && r.Body != http.NoBody {
-		g := &bodyGate{rc: r.Body, idle: idle}
+		g := &bodyGate{rc: r.Body, idle: idle, read: &rec.bytesIn}
 		defer g.shut()
 		gr := *r // the engine's copy: the caller's request is not changed
 		gr.Body = g
@@ -104,6 +107,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 		req.Header["Te"] = []string{"trailers"}
 	}
 	req.Trailer = r.Trailer
+	rec.sending()
 	resp, err := cl.H2.RoundTrip(req)
 	hdr.stop()
 	if err != nil {
@@ -116,6 +120,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 		return 0, false
 	}
 	defer resp.Body.Close()
+	rec.headArrived()
 	// x/net's transport looks at the context only between its own steps:
 	// a response body read, or the copy of a request body the client has
 	// not finished, blocks past the route's request timeout. Closing the
@@ -161,10 +166,12 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	}
 	var resp upstream.Response
 	defer resp.Close()
+	rec.sending()
 	if err := pool.RoundTrip(ctx, &ureq, &resp); err != nil {
 		rec.failedStd(w, r, stdProblem(ctx, cl, err), err, ctx.Err() == context.DeadlineExceeded)
 		return 0, false
 	}
+	rec.headArrived()
 	h := w.Header()
 	for i := range resp.Head.Fields {
 		f := &resp.Head.Fields[i]
@@ -291,6 +298,7 @@ func streamBody(w http.ResponseWriter, body io.Reader, length int64, rec *record
 				return false
 			}
 			sent += int64(n)
+			rec.bytesOut += int64(n)
 			if length >= 0 && sent >= length {
 				continue // the next Read says EOF; the end goes with the last frame
 			}
@@ -328,6 +336,7 @@ func fieldsOf(h http.Header) []httpwire.Field {
 type bodyGate struct {
 	rc     io.ReadCloser
 	idle   *idleCut     // touched by every byte read; may be nil
+	read   *int64       // counts the bytes read (under mu, read after shut)
 	mu     sync.RWMutex // held shared by each Read, exclusively by shut
 	closed bool         // guarded by mu
 }
@@ -341,6 +350,7 @@ func (g *bodyGate) Read(p []byte) (int, error) {
 	n, err := g.rc.Read(p)
 	if n > 0 {
 		g.idle.touch()
+		*g.read += int64(n)
 	}
 	return n, err
 }
