@@ -50,9 +50,10 @@ func (m *Metrics) newRouteObserver(r RouteInfo) *RouteObserver {
 func (o *RouteObserver) Begin() { o.inFlight.Inc() }
 
 // End counts a finished request under its status class — statuses below
-// 100 or above 599 count as 5xx — and source, and observes its duration.
+// 100 or above 599 count as 5xx — and source, observes its duration, and
+// then (last, so that a reader who sees it gone sees it counted) takes it
+// out of the in-flight gauge.
 func (o *RouteObserver) End(status int, fromUpstream bool, seconds float64) {
-	o.inFlight.Dec()
 	c := status/100 - 1
 	if c < 0 || c >= len(classNames) {
 		c = len(classNames) - 1
@@ -63,6 +64,7 @@ func (o *RouteObserver) End(status int, fromUpstream bool, seconds float64) {
 	}
 	o.requests[c][s].Inc()
 	o.duration.Observe(seconds)
+	o.inFlight.Dec()
 }
 
 // kindNames are the kind label values, upstream.Kind's names with spaces
