@@ -124,10 +124,16 @@ func dial(t *testing.T, addr string) net.Conn {
 
 // send writes prefix on a new connection and returns the engine's line
 // (without its newline), or "" and the error when the connection ended
-// without one.
+// without one. A connection refused at once may fail its dial already
+// (reset before the connect was seen): that is an error too.
 func send(t *testing.T, addr, prefix string) (string, error) {
 	t.Helper()
-	c := dial(t, addr)
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(c, prefix); err != nil {
 		return "", err
 	}
