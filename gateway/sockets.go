@@ -213,7 +213,7 @@ func (g *Gateway) newHTTP(l *config.Listener, gen *generation) *proxy.Server {
 		Limits:         httpwire.Limits{MaxHeaderBytes: int(lim.MaxHeaderBytes), MaxFields: lim.MaxHeaderCount},
 		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, MaxConns: lim.MaxConnections,
 		MaxConnAge: lim.MaxAge.D(), MaxConnAgeJitter: lim.MaxAgeJitter, AgeGrace: gen.cfg.Drain.Timeout.D(),
-		Clock: g.clk, Logger: g.log, // TODO(lead): AccessLog: g.opts.AccessLog once proxy has it
+		Clock: g.clk, Logger: g.log, AccessLog: g.opts.AccessLog,
 	}, gen.routers[l.Name])
 	if g.drain.Load() {
 		srv.Drain()
