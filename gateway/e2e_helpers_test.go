@@ -19,12 +19,14 @@ import (
 
 // backend is an HTTP/1.1 backend that counts what reaches it: requests
 // (not the health checks), accepted TCP connections, and requests to
-// /slow, which it holds for hold before answering. /health answers 503
-// while sick is set, else 200. Every other path answers "name path".
+// /slow, which it holds for hold before answering (or until release is
+// closed, if sooner). /health answers 503 while sick is set, else 200.
+// Every other path answers "name path".
 type backend struct {
 	name     string
 	addr     string
 	hold     time.Duration
+	release  chan struct{}
 	requests atomic.Int64
 	conns    atomic.Int64
 	slow     atomic.Int64 // /slow requests that arrived
@@ -45,9 +47,15 @@ func (l countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// newBackend starts a backend whose /slow holds 500 ms.
 func newBackend(t *testing.T, name string) *backend {
 	t.Helper()
-	b := &backend{name: name, hold: 500 * time.Millisecond}
+	return startBackend(t, &backend{name: name, hold: 500 * time.Millisecond})
+}
+
+// startBackend starts b (name, hold and release set).
+func startBackend(t *testing.T, b *backend) *backend {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +84,7 @@ func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
 		defer t.Stop()
 		select {
 		case <-t.C:
+		case <-b.release:
 		case <-r.Context().Done():
 			return
 		}
