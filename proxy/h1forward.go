@@ -23,6 +23,9 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 		pool = cl.pool(es.Addr())
 	}
 	if pool == nil {
+		if es != nil {
+			es.Done(c.rec.start, -1, false) // removed between the pick and the lookup
+		}
 		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody)
 	}
 	c.rec.endpoint = es.Addr()
@@ -32,7 +35,6 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	if !hasBody {
 		c.watch.start()
 	}
-	es.Start()
 	c.rec.sending()
 	err = pool.RoundTrip(ctx, &c.ureq, &c.uresp)
 	if err != nil {

@@ -31,6 +31,7 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	}
 	req, err := stdRequest(ctx, c.wbuf, es.Addr(), body, c.out.length)
 	if err != nil {
+		es.Done(c.rec.start, -1, false)
 		c.writeProblem(cl.badResponse, false)
 		return false
 	}
@@ -46,7 +47,6 @@ func (c *h1conn) forwardH2(rt *Route, m int) bool {
 	if !hasBody {
 		c.watch.start()
 	}
-	es.Start()
 	c.rec.sending()
 	resp, err := cl.H2.RoundTrip(req)
 	hdr.stop()

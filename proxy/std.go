@@ -51,7 +51,6 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		gr.Body = g
 		r = &gr
 	}
-	es.Start()
 	status, cut := 0, false
 	if cl.H2 != nil {
 		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr(), idle, rec)
