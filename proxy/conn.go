@@ -156,19 +156,27 @@ func (s *Server) serveConn(c net.Conn, ageAt int64) {
 			return
 		}
 	}
+	if h2c := s.serveH1(c, secure, ageAt); h2c != nil {
+		s.serveH2(c, h2c, false, ageAt)
+	}
+}
+
+// serveH1 serves c with the HTTP/1.1 engine, unless its client opens with
+// the HTTP/2 preface (and Config.HTTP2): it then returns the connection
+// replaying what was read, for the HTTP/2 engine.
+func (s *Server) serveH1(c net.Conn, secure bool, ageAt int64) net.Conn {
 	hc := newH1Conn(s, c, secure, ageAt)
 	defer hc.release()
 	s.register(hc)
 	defer s.unregister(hc)
 	if !hc.awaitRequest() {
-		return
+		return nil
 	}
 	if !secure && s.cfg.HTTP2 {
 		if h2c, ok := hc.sniffPreface(); ok {
-			s.unregister(hc)
-			s.serveH2(c, h2c, false, ageAt)
-			return
+			return h2c
 		}
 	}
 	hc.serve()
+	return nil
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // gated is a backend whose /hold requests wait until release is closed
-// (entered gets one value per request that arrived); others answer "ok".
+// (entered gets one value per request that arrived); every request is
+// answered "ok", with the method it came with in X-Method.
 type gated struct {
 	entered chan struct{}
 	release chan struct{}
@@ -27,6 +28,7 @@ func newGated(t *testing.T) (*gated, string) {
 			g.entered <- struct{}{}
 			<-g.release
 		}
+		w.Header().Set("X-Method", r.Method)
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(g.open)

@@ -17,15 +17,18 @@ import (
 )
 
 // h1conn is one client connection served by the HTTP/1.1 engine. Every
-// buffer it needs is allocated once per connection (and pooled across
-// connections), so a kept-alive request allocates nothing for parsing,
-// routing or building the upstream head.
+// buffer it needs is pooled, so a kept-alive request allocates nothing
+// for parsing, routing or building the upstream head: the small ones stay
+// with the h1conn (pooled across connections), the read and write
+// buffers (bufs) are held only while a request is served (idle.go).
 type h1conn struct {
 	s       *Server
 	c       net.Conn
-	sc      stashConn // c, with the byte the disconnect watcher may have read
+	sc      stashConn // c, with the byte the idle wait or the disconnect watcher read
+	bufs    *connBufs // nil while idle
 	br      *bufio.Reader
 	bw      *bufio.Writer
+	one     [1]byte // the idle wait's read
 	secure  bool
 	peer    netip.AddrPort
 	trusted bool
@@ -72,17 +75,6 @@ func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 	hc.watch.gone, hc.watch.timedOut = false, false // a pooled h1conn's last client may have left
 	hc.tunneling.Store(false)
 	hc.sc = stashConn{Conn: c}
-	size := s.cfg.Limits.MaxHeaderBytes + 512
-	if hc.br == nil || hc.br.Size() != max(size, 16) {
-		hc.br = bufio.NewReaderSize(&hc.sc, size)
-	} else {
-		hc.br.Reset(&hc.sc)
-	}
-	if hc.bw == nil {
-		hc.bw = bufio.NewWriterSize(c, 8<<10)
-	} else {
-		hc.bw.Reset(c)
-	}
 	hc.peer = peerOf(c)
 	hc.trusted = trusted(s.cfg.TrustedProxies, hc.peer.Addr())
 	hc.hdr.h = &hc.head
@@ -96,10 +88,9 @@ func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 	return hc
 }
 
-// release returns the connection's buffers to the pool.
+// release returns the connection's buffers to the pools.
 func (c *h1conn) release() {
-	c.br.Reset(nil)
-	c.bw.Reset(nil)
+	c.dropBufs()
 	c.s, c.c, c.sc.Conn = nil, nil, nil
 	c.head.Reset()
 	c.uresp.Close()
@@ -116,9 +107,10 @@ func (c *h1conn) exchange() *exchangeCtx {
 }
 
 // sniffPreface reports whether the client opened with the HTTP/2 preface
-// (h2c with prior knowledge); the returned conn replays what was read.
-// Its first byte has arrived (awaitRequest); the rest of the preface is
-// bounded by the idle deadline armed for it.
+// (h2c with prior knowledge); the returned conn replays what was read (a
+// copy: the read buffer goes back to the pool). Its first byte has
+// arrived (awaitRequest); the rest of the preface is bounded by the idle
+// deadline armed for it.
 func (c *h1conn) sniffPreface() (net.Conn, bool) {
 	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 	b, err := c.br.Peek(3)
@@ -130,14 +122,17 @@ func (c *h1conn) sniffPreface() (net.Conn, bool) {
 		return nil, false
 	}
 	_ = c.c.SetReadDeadline(time.Time{})
-	return &prefaceConn{Conn: c.c, r: c.br}, true
+	b, _ = c.br.Peek(c.br.Buffered())
+	return &prefaceConn{Conn: c.c, pending: bytes.Clone(b)}, true
 }
 
 // serve runs requests on the connection until one of them ends it.
 func (c *h1conn) serve() {
 	for c.serveOne() {
 	}
-	_ = c.bw.Flush()
+	if c.bw != nil {
+		_ = c.bw.Flush()
+	}
 }
 
 // readHead waits for a request head: up to IdleTimeout for its first byte,

@@ -1,6 +1,40 @@
 package proxy
 
-import "net"
+import (
+	"bufio"
+	"net"
+)
+
+// connBufs are an HTTP/1.1 connection's read buffer (a request head up
+// to MaxHeaderBytes, plus room) and write buffer, 40.5 KiB with the
+// default limits. A connection takes them from the Server's pool when the
+// first byte of a request arrives and gives them back when it turns idle
+// with nothing buffered, so that an idle connection holds none of them.
+type connBufs struct {
+	br *bufio.Reader
+	bw *bufio.Writer
+}
+
+// takeBufs takes the connection's buffers from the pool.
+func (c *h1conn) takeBufs() {
+	b := c.s.bufs.Get().(*connBufs)
+	b.br.Reset(&c.sc)
+	b.bw.Reset(c.c)
+	c.bufs, c.br, c.bw = b, b.br, b.bw
+}
+
+// dropBufs gives them back (their content is dropped: callers make sure
+// nothing is buffered).
+func (c *h1conn) dropBufs() {
+	b := c.bufs
+	if b == nil {
+		return
+	}
+	b.br.Reset(nil)
+	b.bw.Reset(nil)
+	c.s.bufs.Put(b)
+	c.bufs, c.br, c.bw = nil, nil, nil
+}
 
 // The states of an HTTP/1.1 connection, for Shutdown and Stats.
 const (
@@ -13,20 +47,33 @@ const (
 // IdleTimeout or the connection's max age, whichever comes first. It reports false when the connection is to close quietly:
 // the client went away or stayed silent, the Server is shutting down, or
 // Shutdown closed the connection while it waited.
+//
+// The wait is a one-byte read into the stash, with no buffer held: the
+// buffers are taken when the byte has arrived (and the byte is the first
+// the read buffer then yields).
 func (c *h1conn) awaitRequest() bool {
-	if c.br.Buffered() > 0 {
-		return true // a pipelined request
-	}
-	if c.bw.Flush() != nil {
-		return false
+	if c.bufs != nil {
+		if c.br.Buffered() > 0 || c.sc.has {
+			return true // a pipelined request (the watcher may have read its first byte)
+		}
+		if c.bw.Flush() != nil {
+			return false
+		}
+		c.dropBufs()
 	}
 	c.state.Store(connIdle)
 	if c.s.flags.Load()&flagShutdown != 0 {
 		return false // Shutdown's sweep of idle connections may have missed this one
 	}
 	_ = c.c.SetReadDeadline(c.idleDeadline())
-	_, err := c.br.Peek(1)
-	return c.state.CompareAndSwap(connIdle, connActive) && err == nil
+	n, _ := c.c.Read(c.one[:])
+	if !c.state.CompareAndSwap(connIdle, connActive) || n == 0 {
+		return false
+	}
+	c.sc.stash(c.one[0])
+	c.takeBufs()
+	_, _ = c.br.Peek(1) // the stashed byte, into the buffer (no read)
+	return true
 }
 
 // closeIdle closes the HTTP/1.1 connections waiting for a request. A

@@ -79,6 +79,7 @@ type Server struct {
 	refused atomic.Int64
 	sweep   sweeper
 	flags   atomic.Uint32 // flagDrain, flagKeepOff, flagShutdown
+	bufs    sync.Pool     // *connBufs sized for cfg.Limits
 
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -126,6 +127,10 @@ func NewServer(cfg Config, r Router) *Server {
 		// MaxUploadBufferPerStream and connection bounds are x/net's
 		// defaults (1 MiB per stream, 250 concurrent streams).
 	}
+	size := cfg.Limits.MaxHeaderBytes + 512
+	s.bufs.New = func() any {
+		return &connBufs{br: bufio.NewReaderSize(nil, size), bw: bufio.NewWriterSize(nil, 8<<10)}
+	}
 	s.SetRouter(r)
 	return s
 }
@@ -138,10 +143,17 @@ func (s *Server) route() Router { return s.router.Load().r }
 // prefaceConn replays bytes already read from a connection.
 type prefaceConn struct {
 	net.Conn
-	r *bufio.Reader
+	pending []byte
 }
 
-func (p *prefaceConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+func (p *prefaceConn) Read(b []byte) (int, error) {
+	if len(p.pending) > 0 {
+		n := copy(b, p.pending)
+		p.pending = p.pending[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
 
 func positive(d time.Duration) time.Duration {
 	if d < 0 {
