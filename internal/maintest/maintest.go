@@ -6,6 +6,9 @@
 //		code, _, stderr := maintest.Run(t, main, "-h")
 //		if code != 0 { ... }
 //	}
+//
+// Start runs one without waiting, for a test that signals it (a server's
+// drain on SIGTERM) and reads its output while it runs.
 package maintest
 
 import (
@@ -32,6 +35,25 @@ const (
 // -test.run pattern).
 func Run(t *testing.T, main func(), args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	cmd := command(t, main, "Run", args)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s: %v", cmd.Path, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// Child runs main and exits when called in the child process of the
+// calling test (Run or Start), and returns at once in the parent. A test
+// that sets things up before Start (servers, files) calls it first, so
+// the child does not set them up too.
+func Child(t *testing.T, main func()) {
 	if os.Getenv(childEnv) == t.Name() {
 		os.Args = []string{"program"}
 		if a := os.Getenv(argsEnv); a != "" {
@@ -40,8 +62,15 @@ func Run(t *testing.T, main func(), args ...string) (code int, stdout, stderr st
 		main()
 		os.Exit(0)
 	}
+}
+
+// command returns the command that re-runs the calling test as a child
+// running main with args; in the child, it runs main and exits (Child).
+func command(t *testing.T, main func(), fn string, args []string) *exec.Cmd {
+	t.Helper()
+	Child(t, main)
 	if strings.Contains(t.Name(), "/") {
-		t.Fatalf("maintest.Run in subtest %s: call it from a top-level test", t.Name())
+		t.Fatalf("maintest.%s in subtest %s: call it from a top-level test", fn, t.Name())
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -49,17 +78,7 @@ func Run(t *testing.T, main func(), args ...string) (code int, stdout, stderr st
 	}
 	cmd := exec.Command(exe, "-test.run=^"+regexp.QuoteMeta(t.Name())+"$")
 	cmd.Env = append(os.Environ(), childEnv+"="+t.Name(), argsEnv+"="+strings.Join(args, "\x1f"))
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("running %s: %v", exe, err)
-	}
-	return code, out.String(), errOut.String()
+	return cmd
 }
 
 // CheckFlagExits checks the exit statuses of a program whose flag set is
