@@ -157,6 +157,9 @@ func (sw *sweeper) run() {
 			return
 		}
 		for c := range sw.conns {
+			if c.state.Load() == connIdle {
+				continue // no exchange to watch; the idle wait's deadline bounds its age
+			}
 			c.checkAge(ns)
 			c.watch.sweep(now, ns)
 		}
