@@ -1,0 +1,5 @@
+//go:build race
+
+package listener
+
+const raceOn = true
