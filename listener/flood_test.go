@@ -35,8 +35,8 @@ const (
 	floodEach    = 10_000
 	perIP        = 12_000
 	maxConns     = 15_000
-	handshakes   = 20.0 // TLS handshakes per second, bursts of 20
-	goodRequests = 200 // 50 under -race (goodN), where a proxied request costs 10× more
+	handshakes   = 20.0                  // TLS handshakes per second, bursts of 20
+	goodRequests = 200                   // 50 under -race (goodN), where a proxied request costs 10× more
 	goodPace     = 10 * time.Millisecond // 100 requests a second: 2 s of flood
 	tlsWorkers   = 2
 	floodBudget  = 50 * time.Second // every wait of the test shares it
