@@ -129,12 +129,13 @@ clusters:
 	for range 5 {
 		fetch(t, h1, "GET", url+"/h2", nil)
 	}
-	if st := inFlight(t, g, "app", a.addr); st.InFlight != 0 {
-		t.Errorf("11 requests done (1 slow, 5 HTTP/1.1, 5 h2c): %+v, want in_flight 0", st)
-	}
-	if st := inFlight(t, g, "h2", h2); st.InFlight != 0 {
-		t.Errorf("5 HTTP/1.1 requests to the h2c cluster done: %+v, want in_flight 0", st)
-	}
+	// An exchange is done just after its last byte is written: poll.
+	eventually(t, 5*time.Second, "in_flight 0 on app after 11 requests (1 slow, 5 HTTP/1.1, 5 h2c)", func() bool {
+		return inFlight(t, g, "app", a.addr).InFlight == 0
+	})
+	eventually(t, 5*time.Second, "in_flight 0 on the h2c cluster after 5 HTTP/1.1 requests", func() bool {
+		return inFlight(t, g, "h2", h2).InFlight == 0
+	})
 }
 
 type endpointInfo struct {

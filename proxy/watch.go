@@ -157,10 +157,10 @@ func (sw *sweeper) run() {
 			return
 		}
 		for c := range sw.conns {
+			c.checkAge(ns) // idle ones too: a client that pauses between requests is idle most of the time
 			if c.state.Load() == connIdle {
-				continue // no exchange to watch; the idle wait's deadline bounds its age
+				continue // no exchange to watch
 			}
-			c.checkAge(ns)
 			c.watch.sweep(now, ns)
 		}
 		sw.mu.Unlock()
