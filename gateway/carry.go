@@ -68,6 +68,7 @@ func takeOver(next, prev *cluster) {
 		}
 		next.checker, next.moved = prev.checker, true
 		prev.gaveChecker = true
+		next.set = prev.set // the checker's reference: it reports to next's Set from now
 	}
 	if next.keys.outlier == prev.keys.outlier && prev.px.Outlier != nil {
 		next.px.Outlier = prev.px.Outlier

@@ -40,9 +40,9 @@ type cluster struct {
 
 	src     discovery.Source
 	checker *health.Checker
-	// set is the Set the checker reports to (a carried checker reports to
-	// the cluster that took it over).
-	set atomic.Pointer[balancer.Set]
+	// set is the Set the checker reports to, shared with the clusters a
+	// carried checker moves to: each successor stores its own Set in it.
+	set *atomic.Pointer[balancer.Set]
 
 	// static is the file's endpoint list (nil with discovery), applied by
 	// start before any listener serves so a first request finds it.
@@ -53,6 +53,10 @@ type cluster struct {
 	// carried is the state of a predecessor's endpoints, applied by the
 	// first update (guarded by mu).
 	carried map[string]endpointState
+	// closing are the pools of removed endpoints, closed later (guarded
+	// by mu).
+	closing      []*time.Timer
+	closingPools []*upstream.Pool
 
 	// Owned by the gateway's mutex: the generations using the cluster,
 	// and whether the parts were handed to a successor.
@@ -83,6 +87,7 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 			MaxConns: c.Pool.MaxConnsPerEndpoint, TLS: c.ClientTLS(),
 		},
 	}
+	cl.set = new(atomic.Pointer[balancer.Set])
 	cl.set.Store(set)
 	switch c.ProxyProtocol {
 	case "v1":
@@ -114,9 +119,10 @@ func newCluster(c *config.Cluster, connect time.Duration, clk clock.Clock, log *
 	}
 	if check := c.HealthCheck(); check != nil {
 		acfg, _ := c.ActiveConfig()
+		ref := cl.set
 		ch, err := health.NewChecker(check, acfg, health.CheckerOptions{
 			Name: c.Name, Logger: log, Clock: clk,
-			OnChange: func(addr string, ok bool, _ string) { cl.set.Load().SetHealthy(clk.Now(), addr, ok) },
+			OnChange: func(addr string, ok bool, _ string) { ref.Load().SetHealthy(clk.Now(), addr, ok) },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.Name, err)
@@ -179,7 +185,7 @@ func (cl *cluster) update(eps []balancer.Endpoint) {
 	cl.px.Pools.Store(&next)
 	for a, p := range cl.pools {
 		if _, ok := next[a]; !ok {
-			p.Close()
+			cl.closeLater(p)
 		}
 	}
 	cl.pools = next
@@ -188,6 +194,24 @@ func (cl *cluster) update(eps []balancer.Endpoint) {
 	}
 	if cl.checker != nil {
 		cl.checker.SetTargets(addrs)
+	}
+}
+
+// removedGrace is how long the pool of an endpoint removed from the
+// cluster stays open: a request that picked the endpoint just before the
+// update still reaches it (exchanges in flight finish anyway; Close only
+// refuses new ones).
+const removedGrace = 5 * time.Second
+
+// closeLater closes a removed endpoint's pool after removedGrace. The
+// caller holds cl.mu.
+func (cl *cluster) closeLater(p *upstream.Pool) {
+	cl.closing = append(cl.closing, time.AfterFunc(removedGrace, p.Close))
+	cl.closingPools = append(cl.closingPools, p)
+	if len(cl.closing) > 64 { // bounded: the oldest are closed now
+		cl.closing[0].Stop()
+		cl.closingPools[0].Close()
+		cl.closing, cl.closingPools = cl.closing[1:], cl.closingPools[1:]
 	}
 }
 
@@ -203,6 +227,11 @@ func (cl *cluster) close() {
 	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
+	for i, t := range cl.closing {
+		t.Stop()
+		cl.closingPools[i].Close()
+	}
+	cl.closing, cl.closingPools = nil, nil
 	for _, p := range cl.pools {
 		p.Close()
 	}

@@ -32,6 +32,10 @@ type sock struct {
 	done  chan struct{} // closed when Serve has returned
 }
 
+// handoff is how long a replaced engine still takes the connections
+// accepted before the swap (HeaderTimeout bounds a PROXY header's read).
+const handoff = 2 * time.Second
+
 // socketID is a listener's identity across reloads: its protocol and
 // address, or its name for a port-0 address (any free port: two port-0
 // listeners share no socket).
@@ -121,10 +125,17 @@ func (g *Gateway) applySockets(gen *generation, opened map[string]net.Listener) 
 		}
 		g.refresh(s, gen)
 	}
+	names := map[string]bool{}
+	for i := range gen.cfg.Listeners {
+		names[gen.cfg.Listeners[i].Name] = true
+	}
 	for id, s := range g.socks {
 		if !keep[id] {
 			delete(g.socks, id)
 			s.closeSocket()
+			if !names[s.cfg.Name] {
+				g.guard.RemoveGate(s.cfg.Name) // its tickets still release into it
+			}
 			g.background(gen.cfg.Drain.Timeout.D(), func(ctx context.Context) { _ = s.shutdown(ctx) })
 		}
 	}
@@ -177,10 +188,21 @@ func (g *Gateway) newEngine(s *sock, gen *generation, prevCfg *config.Listener) 
 		s.lst.Swap(lcfg, engine)
 	}
 	if prevCfg != nil {
+		if oldHTTP != nil {
+			oldHTTP.Drain()
+		}
 		g.background(gen.cfg.Drain.Timeout.D(), func(ctx context.Context) {
+			// A connection accepted just before the Swap may still be on
+			// its way to the old engine (reading its PROXY header, say):
+			// the old engine keeps taking connections for a moment.
+			t := time.NewTimer(handoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
 			switch {
 			case oldHTTP != nil:
-				oldHTTP.Drain()
 				_ = oldHTTP.Shutdown(ctx)
 			case oldTCP != nil:
 				_ = oldTCP.Shutdown(ctx)
@@ -211,7 +233,7 @@ func (g *Gateway) newHTTP(l *config.Listener, gen *generation) *proxy.Server {
 		HeaderTimeout: lim.HeaderTimeout.D(), IdleTimeout: lim.IdleTimeout.D(),
 		BodyTimeout: lim.BodyInactivity.D(), SendTimeout: lim.BodyInactivity.D(),
 		Limits:         httpwire.Limits{MaxHeaderBytes: int(lim.MaxHeaderBytes), MaxFields: lim.MaxHeaderCount},
-		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, MaxConns: lim.MaxConnections,
+		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, // limits.max_connections: the listener's gate
 		MaxConnAge: lim.MaxAge.D(), MaxConnAgeJitter: lim.MaxAgeJitter, AgeGrace: gen.cfg.Drain.Timeout.D(),
 		Clock: g.clk, Logger: g.log, AccessLog: g.opts.AccessLog,
 	}, gen.routers[l.Name])
@@ -226,13 +248,11 @@ func (g *Gateway) newHTTP(l *config.Listener, gen *generation) *proxy.Server {
 
 func (g *Gateway) newTCP(l *config.Listener, gen *generation) *l4.Proxy {
 	cl := gen.clusters[l.Cluster]
-	maxConns := l.Limits.MaxConnections
-	if maxConns == 0 {
-		maxConns = -1 // 0 in the file: unlimited (l4 reads 0 as its default)
-	}
 	p, err := l4.New(l4.Config{
 		Set: cl.px.Set, Picker: cl.px.Picker, Clock: g.clk, Logger: g.log,
-		MaxConns: maxConns, ProxyProtocol: cl.proxyProto, // idle: l4's own 1 h
+		// limits.max_connections is the listener's gate's (it holds across
+		// the engines of a reload); idle: l4's own 1 h.
+		MaxConns: -1, ProxyProtocol: cl.proxyProto,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("gateway: l4 config from a valid file: %v", err)) // config validated it
