@@ -168,3 +168,37 @@ func TestMaxAgeH2Grace(t *testing.T) {
 	p.expect("GOAWAY 1 NO_ERROR", "closed")
 	within(t, "the connection closed", start, 350*time.Millisecond, 5*time.Second)
 }
+
+// TestMaxAgeH1Paced: a client that pauses 20 ms between requests (its
+// connection idle most of the time, never for the second an idle close
+// needs) still gets "Connection: close" past the connection's age.
+func TestMaxAgeH1Paced(t *testing.T) {
+	noLeaks(t)
+	addr, _ := ageSetup(t, 0, false)
+	start := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	pace := time.NewTicker(20 * time.Millisecond)
+	defer pace.Stop()
+	for n := 0; ; n++ {
+		resp := get(t, c, br, "/")
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", n, resp.StatusCode)
+		}
+		if resp.Close {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no Connection: close after %d paced requests in 5 s", n)
+		}
+		<-pace.C
+	}
+	// The sweeper marks it within a tick (5 ms) of its age and the next
+	// request comes within 20 ms: 600 ms is three times the age.
+	within(t, "Connection: close", start, 150*time.Millisecond, 600*time.Millisecond)
+	expectEOF(t, c, br)
+}
