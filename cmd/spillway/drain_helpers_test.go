@@ -72,15 +72,19 @@ func (p *phaseCounts) String() string {
 // phasedLoad is an open-loop load: a 5 ms ticker sends whatever is due at
 // rate per second since the start, each request on its own goroutine (at
 // most 200 at once; a request due beyond that is skipped and counted),
-// over the clients in turn. Each request is counted in the phase that was
-// current when it started.
+// over the clients in turn. Each request is counted by the instant its
+// goroutine starts it: before signalled (phase 0) or after (phase 1); one
+// whose goroutine starts after cutoff — a starved machine can delay it
+// that long — is not sent (late).
 type phasedLoad struct {
-	clients []*http.Client
-	url     string
-	rate    float64
-	phase   atomic.Int32
-	counts  [2]phaseCounts
-	skipped atomic.Int64
+	clients   []*http.Client
+	url       string
+	rate      float64
+	signalled atomic.Int64 // unix ns; 0: not yet
+	cutoff    atomic.Int64 // unix ns; 0: none
+	counts    [2]phaseCounts
+	skipped   atomic.Int64
+	late      atomic.Int64
 	mu      sync.Mutex
 	errs    []string
 	stop    chan struct{}
@@ -113,19 +117,28 @@ func (l *phasedLoad) run() {
 				l.skipped.Add(1)
 				continue
 			}
-			c, pc := l.clients[issued%int64(len(l.clients))], &l.counts[l.phase.Load()]
-			pc.sent.Add(1)
+			c := l.clients[issued%int64(len(l.clients))]
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
 				defer func() { <-sem }()
-				l.one(c, pc)
+				l.one(c)
 			}()
 		}
 	}
 }
 
-func (l *phasedLoad) one(c *http.Client, pc *phaseCounts) {
+func (l *phasedLoad) one(c *http.Client) {
+	now := time.Now().UnixNano()
+	if co := l.cutoff.Load(); co != 0 && now >= co {
+		l.late.Add(1)
+		return
+	}
+	pc := &l.counts[0]
+	if s := l.signalled.Load(); s != 0 && now >= s {
+		pc = &l.counts[1]
+	}
+	pc.sent.Add(1)
 	resp, err := c.Get(l.url)
 	if err == nil {
 		var body []byte

@@ -72,12 +72,13 @@ clusters: [{name: app, endpoints: ["`+be.addr+`"]}]
 	waitFor(t, 10*time.Second, "4 slow requests at the backend", func() bool { return be.slow.Load() == 4 })
 
 	sigterm := time.Now()
-	load.phase.Store(1)
+	load.signalled.Store(sigterm.UnixNano())
+	load.cutoff.Store(sigterm.Add(500 * time.Millisecond).UnixNano()) // well inside the 1s delay
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	loadDone := make(chan struct{})
-	time.AfterFunc(500*time.Millisecond, func() { load.Stop(); close(loadDone) }) // well inside the 1s delay
+	time.AfterFunc(500*time.Millisecond, func() { load.Stop(); close(loadDone) })
 	readyAfter, oks := time.Duration(0), 0
 	for readyAfter == 0 && time.Since(sigterm) < 900*time.Millisecond {
 		switch status(probe, ready) {
@@ -90,9 +91,9 @@ clusters: [{name: app, endpoints: ["`+be.addr+`"]}]
 	if readyAfter == 0 {
 		t.Fatalf("/ready not 503 within 900ms of SIGTERM (%d answers 200)", oks)
 	}
-	// Fresh connections during the delay, until 600ms after SIGTERM.
+	// Fresh connections during the delay, until 500ms after SIGTERM.
 	var freshOK, freshClose, freshSent int
-	for i := 0; time.Since(sigterm) < 600*time.Millisecond; i++ {
+	for i := 0; time.Since(sigterm) < 500*time.Millisecond; i++ {
 		freshSent++
 		closed, err := fresh(base+"/fresh", i%2 == 1)
 		switch {
@@ -144,9 +145,9 @@ clusters: [{name: app, endpoints: ["`+be.addr+`"]}]
 	if during.closes.Load() == 0 {
 		t.Errorf("load during the delay: %v; want HTTP/1.1 answers with Connection: close", during)
 	}
-	t.Logf("load before SIGTERM: %v; during the delay: %v; skipped %d; /ready 503 after %v (%d answers 200 before); "+
+	t.Logf("load before SIGTERM: %v; during the delay: %v; skipped %d, late %d; /ready 503 after %v (%d answers 200 before); "+
 		"fresh connections in the delay: %d sent, %d ok, %d with Connection: close; slow requests 4, ok 4; refused after %v; exit %d after %v",
-		before, during, load.skipped.Load(), readyAfter.Round(time.Millisecond), oks, freshSent, freshOK, freshClose,
+		before, during, load.skipped.Load(), load.late.Load(), readyAfter.Round(time.Millisecond), oks, freshSent, freshOK, freshClose,
 		refusedAfter.Round(time.Millisecond), code, total.Round(time.Millisecond))
 }
 
