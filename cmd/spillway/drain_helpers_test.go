@@ -85,10 +85,10 @@ type phasedLoad struct {
 	counts    [2]phaseCounts
 	skipped   atomic.Int64
 	late      atomic.Int64
-	mu      sync.Mutex
-	errs    []string
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	errs      []string
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 func startPhasedLoad(url string, rate float64, clients ...*http.Client) *phasedLoad {
