@@ -58,6 +58,8 @@ func (b adminBackend) LastReload() admin.ReloadStatus {
 // Drain turns draining of one endpoint on or off in the current
 // generation's cluster (a reload carries it over).
 func (b adminBackend) Drain(cluster, endpoint string, on bool) error {
+	b.g.mu.Lock() // not during a reload: its snapshot of drains would miss this one
+	defer b.g.mu.Unlock()
 	cl := b.g.cur.Load().clusters[cluster]
 	if cl == nil {
 		return fmt.Errorf("%w: no cluster %q", admin.ErrNotFound, cluster)

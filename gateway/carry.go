@@ -103,6 +103,13 @@ func (cl *cluster) applyCarried() {
 	}
 	now := cl.clk.Now()
 	for addr, st := range cl.carried {
+		if cl.moved {
+			// The carried checker may have changed its mind since the
+			// snapshot: it is the authority.
+			if h, ok := cl.checker.Healthy(addr); ok {
+				st.healthy = h
+			}
+		}
 		cl.px.Set.SetHealthy(now, addr, st.healthy)
 		if st.draining {
 			cl.px.Set.Drain(now, addr, true)

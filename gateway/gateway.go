@@ -24,7 +24,8 @@ type Gateway struct {
 	log  *slog.Logger
 	clk  clock.Clock
 
-	mu       sync.Mutex // serialises Start, reloads, drain and Shutdown
+	reloadMu sync.Mutex // one Reload at a time, from reading the file to applying it
+	mu       sync.Mutex // serialises Start, reloads, drain, endpoint drains and Shutdown
 	cur      atomic.Pointer[generation]
 	old      []*generation    // replaced, still serving requests they took; guarded by mu
 	socks    map[string]*sock // by identity (socketID); guarded by mu
@@ -33,11 +34,11 @@ type Gateway struct {
 	started  bool // guarded by mu
 	stopping bool // guarded by mu: Shutdown began; reloads are refused
 
-	guard   *overload.Guard
-	metrics *metrics.Metrics // nil with admin.metrics false
-	admin   *http.Server
+	guard     *overload.Guard
+	metrics   *metrics.Metrics // nil with admin.metrics false
+	admin     *http.Server
 	adminAddr string
-	watch   *watcher
+	watch     *watcher
 
 	ctx    context.Context // ends at Shutdown: sources, checks, sampler
 	cancel context.CancelFunc
@@ -116,7 +117,7 @@ func (g *Gateway) Start() error {
 	}
 	g.started = true
 	g.ready.Store(true)
-	g.setStatus(gen, nil)
+	g.setStatus(gen, nil, "start")
 	return nil
 }
 

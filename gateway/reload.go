@@ -41,6 +41,11 @@ var ErrReloadRefused = errors.New("gateway: reload refused")
 // loaded from) and applies it (see ReloadConfig). trigger names the cause
 // in the log and the status.
 func (g *Gateway) Reload(trigger string) error {
+	// One reload at a time from reading to applying, so that a watch, a
+	// SIGHUP and an admin POST racing each other cannot leave an older
+	// reading of the file serving.
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
 	file := g.cur.Load().cfg.File()
 	cfg, err := config.Load(file)
 	if err != nil {
@@ -93,16 +98,14 @@ func (g *Gateway) ReloadConfig(cfg *config.Config, trigger string) error {
 	g.wg.Add(1)
 	go g.retire(prev)
 	g.watch.set(cfg)
-	g.setStatus(gen, nil)
-	g.setTrigger(trigger)
+	g.setStatus(gen, nil, trigger)
 	g.log.Info("gateway: configuration reloaded", "generation", gen.id, "trigger", trigger, "file", cfg.File())
 	return nil
 }
 
 // refuse records and logs a refused reload; the caller may hold g.mu.
 func (g *Gateway) refuse(trigger string, err error) error {
-	g.setStatus(nil, err)
-	g.setTrigger(trigger)
+	g.setStatus(nil, err, trigger)
 	g.log.Error("gateway: reload refused; the running configuration keeps serving", "trigger", trigger, "err", err)
 	if g.metrics != nil {
 		g.metrics.Reload(err)
@@ -110,8 +113,8 @@ func (g *Gateway) refuse(trigger string, err error) error {
 	return fmt.Errorf("%w: %w", ErrReloadRefused, err)
 }
 
-func (g *Gateway) setStatus(gen *generation, err error) {
-	st := &ReloadStatus{At: time.Now(), OK: err == nil, Generation: g.cur.Load().id}
+func (g *Gateway) setStatus(gen *generation, err error, trigger string) {
+	st := &ReloadStatus{At: time.Now(), OK: err == nil, Generation: g.cur.Load().id, Trigger: trigger}
 	if gen != nil {
 		st.Generation = gen.id
 	}
@@ -121,12 +124,6 @@ func (g *Gateway) setStatus(gen *generation, err error) {
 		g.metrics.Reload(nil)
 	}
 	g.last.Store(st)
-}
-
-func (g *Gateway) setTrigger(t string) {
-	st := *g.last.Load()
-	st.Trigger = t
-	g.last.Store(&st)
 }
 
 // problems lists a load error's problems one per line (file:line:column).

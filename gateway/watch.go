@@ -75,9 +75,11 @@ func (w *watcher) set(cfg *config.Config) {
 
 func (w *watcher) changed(paths []string) {
 	if w.follow.Load() && slices.Contains(paths, w.file) {
-		// The reload swaps the certificates too (refresh).
-		_ = w.g.Reload("watch")
-		return
+		// A reload swaps the certificates too (refresh); a refused one
+		// must not lose a certificate change of the same burst.
+		if w.g.Reload("watch") == nil {
+			return
+		}
 	}
 	w.g.reloadCertificates()
 }
