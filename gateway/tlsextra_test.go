@@ -308,3 +308,21 @@ func TestUpstreamTLS(t *testing.T) {
 		t.Errorf("backends read %d and %d requests, want 1 (only /good's) and 0", n, n12)
 	}
 }
+
+// TestUpstreamTLS13NoClientCert: a TLS 1.3 upstream requiring a client
+// certificate the cluster does not have refuses the session as the TLS
+// 1.2 one does, but after the gateway's side of the handshake is done:
+// its alert ("certificate required") comes with the first read. That is
+// still a refused handshake — 502 upstream-refused, no request served —
+// not a connection "closed before a complete response".
+func TestUpstreamTLS13NoClientCert(t *testing.T) {
+	noLeaks(t)
+	base, seen := upstreamTLS(t, tls.VersionTLS13, map[string][2]string{"nocert": {"app.internal", ""}})
+	st, h, body := fetch(t, h1Client(t), "GET", base+"/nocert", nil)
+	if st != 502 || h.Get("Spillway-Reason") != "upstream-refused" {
+		t.Errorf("/nocert: %d Spillway-Reason %q (%s), want 502 upstream-refused", st, h.Get("Spillway-Reason"), body)
+	}
+	if n := seen.Load(); n != 0 {
+		t.Errorf("backend read %d requests, want 0", n)
+	}
+}
