@@ -153,7 +153,8 @@ func failureKind(err error, timedOut bool) (upstream.Kind, bool) {
 		return 0, false
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return upstream.KindTimeout, true
-	case errors.As(err, &op) && op.Op == "dial":
+	case errors.As(err, &op) && (op.Op == "dial" || op.Op == "remote error"):
+		// A dial, or a TLS handshake the endpoint refused (an alert).
 		return upstream.KindRefused, true
 	}
 	return upstream.KindReset, true

@@ -152,11 +152,13 @@ func (c *Cluster) pool(addr string) *upstream.Pool {
 // problemFor maps an upstream error to the cluster's pre-built answer. A
 // cancelled exchange whose client is still there was cut by a timeout.
 func (c *Cluster) problemFor(err error) *Problem {
-	ue, ok := err.(*upstream.Error)
-	if !ok {
-		return c.reset
+	kind := upstream.KindReset
+	if ue, ok := err.(*upstream.Error); ok {
+		kind = ue.Kind
+	} else if k, ok := failureKind(err, false); ok {
+		kind = k // an HTTP/2 transport's error
 	}
-	switch ue.Kind {
+	switch kind {
 	case upstream.KindRefused:
 		return c.refused
 	case upstream.KindTimeout, upstream.KindCanceled:

@@ -128,6 +128,13 @@ func ioError(ctx context.Context, op string, canceled bool, err error) *Error {
 	return &Error{Kind: KindReset, Op: op, Err: err}
 }
 
+// isTLSAlert reports whether err is an alert the TLS peer sent (crypto/tls
+// reports it as a *net.OpError with Op "remote error").
+func isTLSAlert(err error) bool {
+	var oe *net.OpError
+	return err != nil && errors.As(err, &oe) && oe.Op == "remote error"
+}
+
 func isTimeout(err error) bool {
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 		return true

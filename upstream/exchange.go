@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"sync"
@@ -77,6 +78,12 @@ func (p *Pool) exchange(ctx context.Context, c *conn, reused bool, req *Request,
 	}
 	canceled := c.canceled.Load()
 	resp.fail()
+	if !reused && !gotByte && !canceled && (isTLSAlert(herr) || isTLSAlert(werr)) {
+		// TLS 1.3: the server refuses the client's certificate (or its
+		// absence) after the client's side of the handshake, so the dial
+		// succeeded and the alert arrives with the first read.
+		return &Error{Kind: KindRefused, Op: "handshake", Err: cmp.Or(herr, werr)}, false
+	}
 	retry = reused && !gotByte && !canceled && (werr != nil || isReset(herr)) && req.replayable()
 	if werr != nil && !gotByte {
 		return werr, retry
