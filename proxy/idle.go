@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"net"
+	"time"
 )
 
 // connBufs are an HTTP/1.1 connection's read buffer (a request head up
@@ -59,13 +60,19 @@ func (c *h1conn) awaitRequest() bool {
 		if c.bw.Flush() != nil {
 			return false
 		}
-		c.dropBufs()
 	}
 	c.state.Store(connIdle)
 	if c.s.flags.Load()&flagShutdown != 0 {
 		return false // Shutdown's sweep of idle connections may have missed this one
 	}
-	_ = c.c.SetReadDeadline(c.idleDeadline())
+	idle := c.idleDeadline()
+	if c.bufs != nil {
+		if arrived, wait := c.awaitBusy(idle); !wait {
+			return arrived
+		}
+		c.dropBufs()
+	}
+	_ = c.c.SetReadDeadline(idle)
 	n, _ := c.c.Read(c.one[:])
 	if !c.state.CompareAndSwap(connIdle, connActive) || n == 0 {
 		return false
@@ -74,6 +81,33 @@ func (c *h1conn) awaitRequest() bool {
 	c.takeBufs()
 	_, _ = c.br.Peek(1) // the stashed byte, into the buffer (no read)
 	return true
+}
+
+// busyWait is how long a connection that just answered keeps its buffers
+// while it waits for the next request: a busy keep-alive client's next
+// request usually comes sooner, and is then read straight into the buffer
+// (no one-byte read, no second read for the rest); a connection quiet for
+// longer gives them back.
+const busyWait = 50 * time.Millisecond
+
+// awaitBusy waits up to busyWait (or until idle, if sooner) with the
+// buffers held. It reports whether a request arrived, or wait when the
+// connection is still open and quiet and the wait goes on without them.
+func (c *h1conn) awaitBusy(idle time.Time) (arrived, wait bool) {
+	short := time.Now().Add(busyWait)
+	last := !idle.IsZero() && !short.Before(idle)
+	if last {
+		short = idle
+	}
+	_ = c.c.SetReadDeadline(short)
+	_, err := c.br.Peek(1)
+	switch {
+	case err == nil:
+		return c.state.CompareAndSwap(connIdle, connActive), false
+	case !isTimeout(err) || last || c.state.Load() != connIdle:
+		return false, false // gone, silent until the idle deadline, or closed by Shutdown or age
+	}
+	return false, true
 }
 
 // closeIdle closes the HTTP/1.1 connections waiting for a request. A
