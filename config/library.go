@@ -3,8 +3,8 @@ package config
 import (
 	"crypto/tls"
 	"net/netip"
-	"slices"
 	"net/textproto"
+	"slices"
 
 	"google.golang.org/grpc/credentials"
 

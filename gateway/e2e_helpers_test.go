@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -117,21 +116,7 @@ func startFile(t *testing.T, path string) *Gateway {
 			t.Logf("gateway log:\n%s", buf.String())
 		}
 	})
-	g, err := Build(cfg, Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := g.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return g
+	return launch(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 }
 
 // eventually polls cond every 10 ms until it holds, failing the test

@@ -35,13 +35,23 @@ func named(t *testing.T, name string) string {
 }
 
 // start builds and starts a gateway from YAML text.
-func start(t *testing.T, yaml string) *Gateway {
+func start(t *testing.T, yaml string) *Gateway { return startOpts(t, yaml, Options{}) }
+
+// startOpts is start with options.
+func startOpts(t *testing.T, yaml string, opts Options) *Gateway {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := Build(cfg, Options{})
+	return launch(t, cfg, opts)
+}
+
+// launch builds and starts a gateway from cfg and shuts it down at
+// cleanup (within 10 s, without error).
+func launch(t *testing.T, cfg *config.Config, opts Options) *Gateway {
+	t.Helper()
+	g, err := Build(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +59,7 @@ func start(t *testing.T, yaml string) *Gateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := g.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,33 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/spillwayhq/spillway/config"
 )
-
-// startOpts is start with Options (an access log, say).
-func startOpts(t *testing.T, yaml string, opts Options) *Gateway {
-	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Build(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := g.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return g
-}
 
 // xffBackend answers "xff=<X-Forwarded-For>" and counts the requests.
 func xffBackend(t *testing.T) (string, *atomic.Int64) {
