@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/config"
+	"github.com/spillwayhq/spillway/internal/syncbuf"
 )
 
 // backend is an HTTP/1.1 backend that counts what reaches it: requests
@@ -110,7 +111,7 @@ func startFile(t *testing.T, path string) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("gateway log:\n%s", buf.String())

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spillwayhq/spillway/internal/syncbuf"
 )
 
 // xffBackend answers "xff=<X-Forwarded-For>" and counts the requests.
@@ -80,7 +82,7 @@ func ppGet(t *testing.T, addr, prefix, path string) (status int, body string, er
 func TestProxyProtocolHTTP(t *testing.T) {
 	noLeaks(t)
 	be, seen := xffBackend(t)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g := startOpts(t, `
 version: 1
 admin: {address: off}

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/spillwayhq/spillway/internal/leakcheck"
+	"github.com/spillwayhq/spillway/internal/syncbuf"
 	"go.uber.org/goleak"
 )
 
@@ -97,24 +97,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func healthyIs(c *Checker, addr string, want bool) func() bool {
@@ -125,7 +107,7 @@ func TestCheckerTransitions(t *testing.T) {
 	f := newFake()
 	f.set("b", true, false)
 	var rec recorder
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	c, err := NewChecker(f, ActiveConfig{Interval: 0.005, Fall: 2, Rise: 2}, CheckerOptions{
 		Name: "web", OnChange: rec.on, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/spillwayhq/spillway/internal/syncbuf"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -20,8 +21,8 @@ import (
 // goes to a closed port, /hold to the gated backend's held requests,
 // /sampled to a sampled route, the rest to a backend answering "hello"
 // with the request id it saw in X-Seen-Id.
-func logSetup(t *testing.T, h2 bool, sample float64) (string, *lockedBuffer, *gated, string) {
-	logs := &lockedBuffer{}
+func logSetup(t *testing.T, h2 bool, sample float64) (string, *syncbuf.Buffer, *gated, string) {
+	logs := &syncbuf.Buffer{}
 	g, held := newGated(t)
 	hello := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -50,7 +51,7 @@ func logSetup(t *testing.T, h2 bool, sample float64) (string, *lockedBuffer, *ga
 
 // accessLines returns the access log lines written so far, decoded,
 // once there are n of them (5 s at most).
-func accessLines(t *testing.T, logs *lockedBuffer, n int) []map[string]any {
+func accessLines(t *testing.T, logs *syncbuf.Buffer, n int) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	waitFor(t, "access log lines", func() bool {
@@ -132,7 +133,7 @@ func checkLine(t *testing.T, line map[string]any, tc logCase, body, seenID strin
 }
 
 // runLogCases sends the cases with cl and checks their lines.
-func runLogCases(t *testing.T, cl *http.Client, addr string, logs *lockedBuffer, dead string) {
+func runLogCases(t *testing.T, cl *http.Client, addr string, logs *syncbuf.Buffer, dead string) {
 	for i, tc := range logCases(dead) {
 		req, err := http.NewRequest(tc.method, "http://"+addr+tc.path, strings.NewReader(tc.body))
 		if err != nil {

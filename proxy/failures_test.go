@@ -1,18 +1,17 @@
 package proxy
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/spillwayhq/spillway/internal/syncbuf"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -128,7 +127,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 		upClosed <- time.Now()
 	})
 	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be), AccessLog: LogFull}
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	addr, s := startProxy(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, one(rt))
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -152,24 +151,6 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 	if got := logs.String(); !strings.Contains(got, "status=499 reason=client-gone") {
 		t.Fatalf("access log: %q, want status 499", got)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestLimits(t *testing.T) {

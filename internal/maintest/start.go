@@ -1,22 +1,22 @@
 package maintest
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/spillwayhq/spillway/internal/syncbuf"
 )
 
 // Proc is a main running in a child process (Start): it can be signalled,
 // its output read while it runs, and waited for.
 type Proc struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
-	err  lockedBuffer
+	out  syncbuf.Buffer
+	err  syncbuf.Buffer
 	done chan struct{} // closed when the child has exited
 	code int           // its exit status, once done is closed (-1: killed by a signal)
 }
@@ -97,23 +97,4 @@ func (p *Proc) WaitStderr(re *regexp.Regexp, timeout time.Duration) []string {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that the child's output copier writes
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
