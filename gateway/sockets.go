@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -60,14 +59,12 @@ func (g *Gateway) engineKey(l *config.Listener, gen *generation) string {
 func listenerKey(l *config.Listener) string {
 	c := *l
 	c.Routes = nil
-	var certs []config.CertFiles
 	if l.TLS != nil {
 		t := *l.TLS
-		t.Certificates = nil
+		t.Certificates = nil // swapped into the kept engine's certstore
 		c.TLS = &t
-		certs = l.CertificateFiles()
 	}
-	return fingerprint(c, len(certs))
+	return fingerprint(c)
 }
 
 // openSockets opens the sockets cfg has that are not open yet (all or
@@ -220,9 +217,8 @@ func (g *Gateway) listenerConfig(s *sock) listener.Config {
 	if l.ProxyProtocol != nil {
 		out.ProxyRequired = l.ProxyProtocol.Required
 	}
-	if st := s.certs; st != nil {
-		cfg := st.TLSConfig()
-		out.TLS = func() *tls.Config { return cfg }
+	if s.certs != nil {
+		out.TLS = s.certs.TLSConfig // one config, which reads the current certificates
 	}
 	return out
 }
