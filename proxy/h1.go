@@ -288,6 +288,7 @@ func (c *h1conn) fillView() {
 	c.view = request.View{
 		Method: bstr(h.Method), Host: bstr(c.host), Path: bstr(h.Path), Query: bstr(h.Query),
 		Major: 1, Minor: h.Minor, Secure: c.secure, Client: c.peer, Header: &c.hdr,
+		Trusted: c.trusted, Proxies: c.s.cfg.TrustedProxies,
 	}
 }
 

@@ -77,7 +77,7 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v := request.View{
 		Method: r.Method, Host: bstr(st.host), Path: path, Query: query,
 		Major: r.ProtoMajor, Minor: r.ProtoMinor, Secure: h.secure, Client: h.peer,
-		Header: stdHeader(r.Header),
+		Trusted: h.trusted, Proxies: h.s.cfg.TrustedProxies, Header: stdHeader(r.Header),
 	}
 	isHead := r.Method == http.MethodHead
 	if len(r.Header["Content-Length"]) > 1 {

@@ -36,8 +36,18 @@ type View struct {
 	Major, Minor int
 	// Secure is true when the client connected over TLS.
 	Secure bool
-	// Client is the address of the peer that opened the connection.
+	// Client is the address of the peer that opened the connection (after
+	// a PROXY protocol header, the address it carries).
 	Client netip.AddrPort
+	// Trusted reports that the peer is one of the listener's trusted
+	// proxies: its forwarding headers (X-Forwarded-For, Forwarded) and the
+	// gateway's control headers (Spillway-Criticality, Spillway-Timeout,
+	// the brownout header) are believed. From any other peer they are not.
+	Trusted bool
+	// Proxies are the networks the listener trusts, for finding the client
+	// behind a chain of them (X-Forwarded-For read right to left while the
+	// hop is trusted); nil: none. Shared, never modified.
+	Proxies []netip.Prefix
 	// Header gives the request's fields; nil means none.
 	Header Header
 }
