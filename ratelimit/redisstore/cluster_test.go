@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 )
 
@@ -18,7 +19,10 @@ import (
 // goroutines sending 2,000 requests over 20 keys get exactly each key's
 // limit of 10.
 func TestCluster(t *testing.T) {
-	addrs := startCluster(t)
+	var addrs []string
+	for _, s := range redistest.StartCluster(t, 3) {
+		addrs = append(addrs, s.Addr())
+	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { cc.Close() })
 	ctx := context.Background()

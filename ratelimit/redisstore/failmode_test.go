@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spillwayhq/spillway/breaker"
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 )
 
@@ -57,8 +58,8 @@ func (f *tinyFloor) AllowN(ctx context.Context, key string, now float64, cost in
 // Timeout is long: a killed Redis refuses at once, and a healthy one on a
 // loaded machine must not look dead.
 func TestFailModesRedisKilled(t *testing.T) {
-	srv := startServer(t, false)
-	client := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, DialerRetries: 1,
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1,
 		DialTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true, PoolSize: 100})
 	t.Cleanup(func() { client.Close() })
 	const timeout = 5 // seconds
@@ -82,7 +83,7 @@ func TestFailModesRedisKilled(t *testing.T) {
 		}
 	}
 
-	srv.kill()
+	srv.Kill()
 	// Three failures each: open serves from the floor (2 of 3), closed refuses.
 	var openAllowed int
 	for i := range 3 {
@@ -137,7 +138,7 @@ func TestFailModesRedisKilled(t *testing.T) {
 
 	// Redis comes back (empty: no persistence). Each Recovery second one
 	// trial goes to the store; the first that succeeds closes the breaker.
-	srv.start()
+	srv.Restart()
 	for _, g := range []struct {
 		name  string
 		guard *ratelimit.Guarded

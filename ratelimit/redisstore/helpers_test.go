@@ -7,11 +7,7 @@ import (
 	"encoding/hex"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 )
 
@@ -47,8 +44,6 @@ func sharedRedisAddr() string {
 	return realAddr
 }
 
-func redisRequired() bool { return os.Getenv("SPILLWAY_REDIS_REQUIRED") == "1" }
-
 // backend is a Redis for one test: the shared real one, or a miniredis.
 type backend struct {
 	addr string
@@ -62,7 +57,7 @@ func testBackend(t testing.TB) backend {
 	if addr := sharedRedisAddr(); addr != "" {
 		return backend{addr: addr}
 	}
-	if redisRequired() {
+	if redistest.Required() {
 		t.Fatalf("SPILLWAY_REDIS_REQUIRED=1 but no Redis answers PING at SPILLWAY_REDIS_ADDR")
 	}
 	mr := miniredis.RunT(t)
@@ -121,151 +116,6 @@ func checkNoLeak(t testing.TB, before int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// redisServerBinary returns the redis-server path, or skips t (fails it
-// when SPILLWAY_REDIS_REQUIRED=1) if there is none.
-func redisServerBinary(t testing.TB) string {
-	t.Helper()
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		if redisRequired() {
-			t.Fatalf("SPILLWAY_REDIS_REQUIRED=1 but redis-server is not installed: %v", err)
-		}
-		t.Skip("redis-server not installed")
-	}
-	return p
-}
-
-// freePort returns a TCP port that is free now, and whose cluster bus port
-// (port+10000) is free too when bus is set.
-func freePort(t testing.TB, bus bool) int {
-	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !bus {
-			return port
-		}
-		if port+10000 > 65535 {
-			continue
-		}
-		lb, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		if err != nil {
-			continue
-		}
-		lb.Close()
-		return port
-	}
-	t.Fatal("no free port pair found")
-	return 0
-}
-
-// server is a redis-server process started by a test.
-type server struct {
-	t    testing.TB
-	bin  string
-	port int
-	dir  string
-	args []string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-}
-
-func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-
-// startServer starts redis-server on a free port in a temporary directory,
-// with extra arguments; it is killed when the test ends.
-func startServer(t testing.TB, cluster bool, extra ...string) *server {
-	t.Helper()
-	s := &server{t: t, bin: redisServerBinary(t), port: freePort(t, cluster), dir: t.TempDir()}
-	s.args = append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, extra...)
-	if cluster {
-		s.args = append(s.args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
-	}
-	t.Cleanup(s.kill)
-	s.start()
-	return s
-}
-
-// start (re)starts the process and waits until it answers PING.
-func (s *server) start() {
-	s.t.Helper()
-	cmd := exec.Command(s.bin, s.args...)
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("redis-server: %v", err)
-	}
-	s.mu.Lock()
-	s.cmd = cmd
-	s.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
-	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second) // a loaded machine starts processes slowly
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on %s did not answer PING; log:\n%s", s.addr(), log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill stops the process at once (SIGKILL), as a crash would.
-func (s *server) kill() {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd != nil && cmd.Process != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
-
-// startCluster starts three cluster-enabled masters and joins them with
-// redis-cli --cluster create; it returns their addresses once every node
-// reports cluster_state:ok.
-func startCluster(t testing.TB) []string {
-	t.Helper()
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		if redisRequired() {
-			t.Fatalf("SPILLWAY_REDIS_REQUIRED=1 but redis-cli is not installed: %v", err)
-		}
-		t.Skip("redis-cli not installed")
-	}
-	var addrs []string
-	for range 3 {
-		addrs = append(addrs, startServer(t, true).addr())
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		for {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				t.Fatalf("cluster node %s not ok: %v %s", a, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		c.Close()
-	}
-	return addrs
 }
 
 // blackhole is a TCP server that accepts connections, reads and never

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
@@ -173,10 +174,10 @@ func TestJointThroughHTTP(t *testing.T) {
 // error, open serves within its floor); once the breakers are open the
 // request costs no wait.
 func TestJointRedisStopped(t *testing.T) {
-	srv := startServer(t, false)
+	srv := redistest.Start(t)
 	// Dial retries outlast the Timeout: a stopped Redis costs every call
 	// its whole Timeout, as with go-redis's defaults.
-	client := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, DialerRetries: 100,
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 100,
 		DialerRetryTimeout: 50 * time.Millisecond, DialTimeout: 100 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	const timeout = 0.5
@@ -195,7 +196,7 @@ func TestJointRedisStopped(t *testing.T) {
 		t.Fatalf("healthy: %+v", items)
 	}
 
-	srv.kill()
+	srv.Kill()
 	for i := range 3 { // the breakers (threshold 3) open after the third
 		items, el := request(1)
 		if ratio := el.Seconds() / timeout; ratio > 1.5 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/internal/redistest"
 )
 
 // recorder is a slog.Handler that keeps every record, safe for go-redis's
@@ -92,7 +92,7 @@ func TestInstallLogger(t *testing.T) {
 	InstallLogger(LogConfig{Logger: slog.New(&rec), LinesPerSecond: 100})
 	t.Cleanup(func() { redis.SetLogger(quietLogger{}) })
 	// Nothing listens on a port that was just free.
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t, false))
+	addr := redistest.FreeAddr(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	defer c.Close()
 	if err := c.Ping(context.Background()).Err(); err == nil {

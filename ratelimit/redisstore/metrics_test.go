@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spillwayhq/spillway/breaker"
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
@@ -256,7 +257,7 @@ func TestCollectorHealthy(t *testing.T) {
 // errors), state 1 (open).
 func TestCollectorDeadRedis(t *testing.T) {
 	before := goroutines()
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t, false)),
+	dead := redis.NewClient(&redis.Options{Addr: redistest.FreeAddr(t),
 		MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	stores, err := NewStores(dead, StoresConfig{Store: Config{Timeout: 5}, Breaker: breaker.Config{Threshold: 2, Recovery: 1}})
 	must(t, err)
@@ -312,7 +313,7 @@ spillway_ratelimit_redis_fail_mode_decisions_total{cause="store_failed",rule="op
 // closing the older one keeps its counts (counters stay monotonic) and
 // hands the breaker gauge to the newer; closing both removes the rule.
 func TestCollectorReplacedStore(t *testing.T) {
-	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t, false)),
+	dead := redis.NewClient(&redis.Options{Addr: redistest.FreeAddr(t),
 		MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { dead.Close() })
 	stores, err := NewStores(dead, StoresConfig{Store: Config{Timeout: 5}, Breaker: breaker.Config{Threshold: 1, Recovery: 1}})

@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,31 +12,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 )
 
 // sentinelMaster is the master name the test's sentinels monitor.
 const sentinelMaster = "mymaster"
-
-// startSentinel starts `redis-server sentinel.conf --sentinel` on a free
-// port, monitoring master with the given quorum; it is killed when the test
-// ends. The sentinel rewrites its config file, so it lives in its own
-// temporary directory.
-func startSentinel(t *testing.T, master string, quorum int) *server {
-	t.Helper()
-	s := &server{t: t, bin: redisServerBinary(t), port: freePort(t, false), dir: t.TempDir()}
-	host, port, _ := strings.Cut(master, ":")
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n", s.port, s.dir, filepath.Join(s.dir, "redis.log")) +
-		fmt.Sprintf("sentinel monitor %s %s %s %d\n", sentinelMaster, host, port, quorum) +
-		fmt.Sprintf("sentinel down-after-milliseconds %s 1000\n", sentinelMaster) +
-		fmt.Sprintf("sentinel failover-timeout %s 5000\n", sentinelMaster)
-	path := filepath.Join(s.dir, "sentinel.conf")
-	must(t, os.WriteFile(path, []byte(conf), 0o600))
-	s.args = []string{path, "--sentinel"}
-	t.Cleanup(s.kill)
-	s.start()
-	return s
-}
 
 // sentinelWait polls cond every 50 ms until it returns "" (done) or the
 // deadline passes, then fails t with cond's last complaint.
@@ -111,11 +90,11 @@ func sentinelHammer(t *testing.T, st *Store, prefix string, keys, requests int) 
 // fresh keys again admits exactly 10 per key, written on the new master.
 // No goroutine outlives the stores and the client.
 func TestSentinel(t *testing.T) {
-	master := startServer(t, false)
-	replica := startServer(t, false, "--replicaof", "127.0.0.1", strconv.Itoa(master.port))
-	mc := redis.NewClient(&redis.Options{Addr: master.addr()})
+	master := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
+	mc := redis.NewClient(&redis.Options{Addr: master.Addr()})
 	t.Cleanup(func() { mc.Close() })
-	rc := redis.NewClient(&redis.Options{Addr: replica.addr()})
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 	t.Cleanup(func() { rc.Close() })
 	ctx := context.Background()
 	sentinelWait(t, "replication", 10*time.Second, func() string {
@@ -126,24 +105,24 @@ func TestSentinel(t *testing.T) {
 		return ""
 	})
 
-	var sentinels []*server
+	var sentinels []*redistest.Server
 	var addrs []string
 	for range 3 {
-		s := startSentinel(t, master.addr(), 2)
+		s := redistest.StartSentinel(t, sentinelMaster, master.Addr(), 2)
 		sentinels = append(sentinels, s)
-		addrs = append(addrs, s.addr())
+		addrs = append(addrs, s.Addr())
 	}
 	// The sentinels must know the replica (from the master's INFO) before a
 	// failover can pick it.
 	for _, s := range sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr()})
-		sentinelWait(t, "sentinel "+s.addr()+" sees the replica", 15*time.Second, func() string {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+		sentinelWait(t, "sentinel "+s.Addr()+" sees the replica", 15*time.Second, func() string {
 			reps, err := sc.Replicas(ctx, sentinelMaster).Result()
 			if err != nil || len(reps) != 1 {
 				return fmt.Sprintf("%v %v", reps, err)
 			}
 			r := reps[0]
-			if r["port"] != strconv.Itoa(replica.port) || strings.Contains(r["flags"], "down") ||
+			if r["port"] != strconv.Itoa(replica.Port()) || strings.Contains(r["flags"], "down") ||
 				strings.Contains(r["flags"], "disconnected") || r["master-link-status"] != "ok" {
 				return fmt.Sprintf("%v", r)
 			}
@@ -226,7 +205,7 @@ func TestSentinel(t *testing.T) {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: a})
 		sentinelWait(t, "sentinel "+a+" names the new master", 20*time.Second, func() string {
 			m, err := sc.GetMasterAddrByName(ctx, sentinelMaster).Result()
-			if err != nil || len(m) != 2 || m[1] != strconv.Itoa(replica.port) {
+			if err != nil || len(m) != 2 || m[1] != strconv.Itoa(replica.Port()) {
 				return fmt.Sprintf("%v %v", m, err)
 			}
 			return ""

@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 )
 
@@ -205,8 +206,8 @@ func ttlRead(t *testing.T, c redis.UniversalClient, st *Store, name string, quic
 // miniredis where there is none and Redis is not required), so that
 // flushing its scripts disturbs no other test.
 func scriptServer(t *testing.T) string {
-	if _, err := exec.LookPath("redis-server"); err == nil || redisRequired() {
-		return startServer(t, false).addr()
+	if _, err := exec.LookPath("redis-server"); err == nil || redistest.Required() {
+		return redistest.Start(t).Addr()
 	}
 	return miniredis.RunT(t).Addr()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spillwayhq/spillway/breaker"
+	"github.com/spillwayhq/spillway/internal/redistest"
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
@@ -257,8 +258,8 @@ func newAtomicClock(t float64) *atomicClock { c := &atomicClock{}; c.Advance(t);
 // breaker trial notices and Redis decides again. Closing the Limiter
 // closes every Redis store (goroutines counted).
 func TestStoresThroughHTTPRedisKilled(t *testing.T) {
-	srv := startServer(t, false)
-	client := newClient(t, srv.addr())
+	srv := redistest.Start(t)
+	client := newClient(t, srv.Addr())
 	before := goroutines()
 	prefix := testPrefix(t)
 	// Timeout 5 s: a killed Redis refuses at once, a slow one is not dead.
@@ -318,7 +319,7 @@ func TestStoresThroughHTTPRedisKilled(t *testing.T) {
 		t.Fatalf("Redis keys: %d, %v; want both", n, err)
 	}
 
-	srv.kill()
+	srv.Kill()
 	// Fail closed: 503, problem+json naming the rule, Retry-After = the
 	// breaker's Recovery.
 	for i := range 3 {
@@ -347,7 +348,7 @@ func TestStoresThroughHTTPRedisKilled(t *testing.T) {
 	}
 
 	// Redis comes back, empty. Each Recovery second one trial goes to it.
-	srv.start()
+	srv.Restart()
 	for _, c := range []struct{ path, user, want string }{
 		{"/otp", "alice", `"otp";r=2;t=200`},
 		{"/api", "carol", `"api";r=3;t=36`},
