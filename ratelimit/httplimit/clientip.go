@@ -43,6 +43,14 @@ func clientIP(remoteAddr string, values []string, forwarded bool, trusted []neti
 	if !isTrusted(peer, trusted) {
 		return peer, text, true
 	}
+	a, t := walkForwarded(peer, text, values, forwarded, trusted)
+	return a, t, true
+}
+
+// walkForwarded walks the forwarding header's field lines values from the
+// right, starting from the trusted peer (text: its text, or ""), past
+// addresses in trusted, and returns the client and its text as found.
+func walkForwarded(peer netip.Addr, text string, values []string, forwarded bool, trusted []netip.Prefix) (netip.Addr, string) {
 	cur, curText := peer, text
 	hops := 0
 	for i := len(values) - 1; i >= 0; i-- {
@@ -59,25 +67,25 @@ func clientIP(remoteAddr string, values []string, forwarded bool, trusted []neti
 				continue // empty list elements are allowed (RFC 9110 §5.6.1)
 			}
 			if hops++; hops > MaxForwardedHops {
-				return cur, curText, true
+				return cur, curText
 			}
 			if forwarded {
-				elem, ok = forwardedFor(elem)
-				if !ok {
-					return cur, curText, true
+				var ok bool
+				if elem, ok = forwardedFor(elem); !ok {
+					return cur, curText
 				}
 			}
 			a, t, ok := parseHostPort(elem)
 			if !ok {
-				return cur, curText, true
+				return cur, curText
 			}
 			if !isTrusted(a, trusted) {
-				return a, t, true
+				return a, t
 			}
 			cur, curText = a, t
 		}
 	}
-	return cur, curText, true
+	return cur, curText
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

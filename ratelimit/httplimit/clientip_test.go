@@ -96,7 +96,9 @@ func TestIPKey(t *testing.T) {
 		s := &ruleSet{v6bits: tc.bits}
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = tc.peer
-		if got := l.ipKey(s, r); got != tc.want {
+		var in incoming
+		in.fromHTTP(r, &ipCache{})
+		if got := l.ipKey(s, &in); got != tc.want {
 			t.Errorf("ipKey(%s, /%d) = %q, want %q", tc.peer, tc.bits, got, tc.want)
 		}
 	}
@@ -104,8 +106,10 @@ func TestIPKey(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:80"
 	r.Header.Set("X-Forwarded-For", "6.6.6.6, 198.51.100.7, 10.0.0.2")
+	var in incoming
+	in.fromHTTP(r, &ipCache{})
 	if n := testing.AllocsPerRun(100, func() {
-		if l.ipKey(s, r) != "198.51.100.7" {
+		if l.ipKey(s, &in) != "198.51.100.7" {
 			t.Fatal("wrong key")
 		}
 	}); n != 0 {

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
+	"github.com/spillwayhq/spillway/request"
 )
 
 // ErrConfig is wrapped by the errors of New and Update for a configuration
@@ -84,11 +84,16 @@ type Config struct {
 	// Cost, if not nil, returns the units a request takes under a rule (a
 	// search 5, an export 50); a result ≤ 0 means the rule's own cost.
 	// It runs for every matching rule of every request: keep it cheap.
+	// Check has no *http.Request: its requests take the rule's own cost.
 	Cost func(r *http.Request, rule *rules.Rule) int
 	// Identity, if not nil, resolves named key parts ("user", "tenant")
 	// from the request, typically from what authentication put in its
 	// context. ok false falls back to the part's header.
 	Identity func(r *http.Request, name string) (value string, ok bool)
+	// IdentityView is Identity for the requests decided by Check (an
+	// engine's request.View). nil, or ok false, falls back to the part's
+	// header.
+	IdentityView func(v *request.View, name string) (value string, ok bool)
 	// Jitter is the most seconds added, uniformly at random, to each
 	// Retry-After before it is rounded up, so that refused clients do not
 	// all come back at the same instant; 0 means none.
@@ -126,7 +131,6 @@ type Limiter struct {
 	rand    Rand        // immutable
 	log     *slog.Logger
 	metrics *metrics
-	bufs    bufPool
 	// decisions recycles the per-request list of matching rules.
 	decisions decisionsPool
 
@@ -162,11 +166,15 @@ type rule struct {
 	policy   string                  // RateLimit-Policy item
 	quotedID string
 	limited  problem // the 429 body
-	unavail  problem // the 503 body (fail closed)
-	abandon  problem // the 503 body (gave up in the queue)
-	tooBig   problem // the 400 body (cost beyond capacity)
-	c        *ruleCounters
-	gate     *ratelimit.LogGate
+	// Verdict reasons: "ratelimit:<id>" (429, 400),
+	// "ratelimit-unavailable:<id>" (503, fail closed) and
+	// "ratelimit-abandoned:<id>" (503, gave up in the queue).
+	reasonLimited, reasonUnavail, reasonAbandon string
+	unavail                                     problem // the 503 body (fail closed)
+	abandon                                     problem // the 503 body (gave up in the queue)
+	tooBig                                      problem // the 400 body (cost beyond capacity)
+	c                                           *ruleCounters
+	gate                                        *ratelimit.LogGate
 }
 
 // New returns a Limiter enforcing rs (which it validates) with cfg, or an
@@ -414,6 +422,10 @@ func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
 		c:        l.metrics.counters(r.ID),
 		gate:     ratelimit.NewLogGate(l.cfg.LogsPerSecond),
 		hot:      l.hotKeysLocked(r.ID),
+
+		reasonLimited: "ratelimit:" + r.ID,
+		reasonUnavail: "ratelimit-unavailable:" + r.ID,
+		reasonAbandon: "ratelimit-abandoned:" + r.ID,
 	}
 	quoted := ru.quotedID
 	ru.limited = newProblem(base, "rate-limited", http.StatusTooManyRequests, r.ID,
@@ -442,179 +454,3 @@ func (l *Limiter) Collect(ch chan<- prometheus.Metric) {
 }
 
 var _ prometheus.Collector = (*Limiter)(nil)
-
-// Handler returns next wrapped by the limiter: every rule matching a
-// request is checked in order; a refusal answers at once and next is not
-// called. The rules whose stores share a ratelimit.Joint (the Redis stores
-// of one redisstore.Stores) are decided together, when the walk reaches
-// the first of them: one round trip and one store timeout for all, and a
-// refusal by one spends none of the others' units.
-func (l *Limiter) Handler(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { l.serve(w, r, next) })
-}
-
-// request holds what several rules need from one request, computed once.
-type request struct {
-	r       *http.Request
-	path    string // cleaned
-	ip      string // the "ip" key part
-	ipState int8   // 0 not computed, 1 present, -1 missing
-}
-
-func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	s := l.state.Load()
-	now := l.clock.Now()
-	rq := request{r: r, path: rules.CleanPath(r.URL.Path)}
-	ctx := r.Context()
-	ds := l.decisions.get()
-	defer l.decisions.put(ds)
-	l.matching(s, &rq, ds)
-
-	var best *rule // the enforcing rule with the least remaining
-	var bestD ratelimit.Decision
-	var queued *rule // the queue rule with the longest delay
-	var delay float64
-	for i, ru := range ds.rules {
-		it := &ds.items[i]
-		if ru.hot != nil {
-			ru.hot.Observe(it.Key, it.Cost, now)
-		}
-		ds.decide(ctx, now, i)
-		d, err := it.Decision, it.Err
-		switch {
-		case errors.Is(err, ratelimit.ErrSkipped):
-			// not decided: a later rule of its Joint refused at once
-		case err != nil:
-			ru.c.storeError.Inc()
-			l.logStoreError(ru, now, it.Key, err)
-			if ru.FailMode == ratelimit.FailClosed && !ru.Shadow {
-				l.unavailable(w, ru, d)
-				return
-			}
-		case !d.Allowed && ru.Shadow:
-			ru.c.shadowDenied.Inc()
-			l.logShadow(ru, now, it.Key, &rq, d)
-		case !d.Allowed:
-			ru.c.denied.Inc()
-			l.deny(w, ru, d)
-			return
-		default:
-			ru.c.allowed.Inc()
-			if ru.Shadow {
-				continue
-			}
-			if ru.queue && d.Delay > delay {
-				queued, delay = ru, d.Delay
-			}
-			if best == nil || d.Remaining < bestD.Remaining {
-				best, bestD = ru, d
-			}
-		}
-	}
-	if best != nil {
-		setLimitHeaders(w.Header(), best, bestD.Remaining, ceilSeconds(bestD.Reset), -1)
-	}
-	if delay > 0 && !l.wait(ctx, delay) {
-		queued.c.abandoned.Inc()
-		setErrorHeaders(w.Header(), -1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-		queued.abandon.write(w, &l.bufs, -1)
-		return
-	}
-	next.ServeHTTP(w, r)
-}
-
-// matching adds to ds the rules of s that match the request, with their
-// keys and costs, in rule order.
-func (l *Limiter) matching(s *ruleSet, rq *request, ds *decisions) {
-	r := rq.r
-	for _, ru := range s.rules {
-		route, ok := ru.Match.Matches(r.Method, rq.path)
-		if !ok {
-			continue
-		}
-		key, ok := l.key(s, ru, rq, route)
-		if !ok {
-			if ru.OnMissing == rules.MissingSkip {
-				continue
-			}
-			key = rules.FallbackKey
-		}
-		cost := ru.RequestCost()
-		if l.cfg.Cost != nil {
-			if c := l.cfg.Cost(r, &ru.Rule); c > 0 {
-				cost = c
-			}
-		}
-		ds.add(ru, key, cost)
-	}
-}
-
-// wait sleeps delay seconds, or until ctx ends; it reports whether the
-// whole delay passed.
-func (l *Limiter) wait(ctx context.Context, delay float64) bool {
-	t := time.NewTimer(clock.Duration(delay))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// retryAfter is the Retry-After seconds for a wait of ra seconds: ⌈ra +
-// jitter⌉, at least 1.
-func (l *Limiter) retryAfter(ra float64) int64 {
-	if l.cfg.Jitter > 0 {
-		ra += l.rand.Float64() * l.cfg.Jitter
-	}
-	return max(1, ceilSeconds(ra))
-}
-
-// deny answers 429 (or 400 when the request can never pass the rule).
-func (l *Limiter) deny(w http.ResponseWriter, ru *rule, d ratelimit.Decision) {
-	h := w.Header()
-	if math.IsInf(d.RetryAfter, 1) {
-		setErrorHeaders(h, -1)
-		w.WriteHeader(http.StatusBadRequest)
-		ru.tooBig.write(w, &l.bufs, -1)
-		return
-	}
-	secs := l.retryAfter(d.RetryAfter)
-	setLimitHeaders(h, ru, d.Remaining, secs, secs)
-	w.WriteHeader(http.StatusTooManyRequests)
-	ru.limited.write(w, &l.bufs, secs)
-}
-
-// unavailable answers 503 for a fail-closed rule whose store failed.
-func (l *Limiter) unavailable(w http.ResponseWriter, ru *rule, d ratelimit.Decision) {
-	ra := d.RetryAfter
-	if !(ra > 0) || math.IsInf(ra, 1) {
-		ra = l.cfg.UnavailableRetryAfter
-	}
-	secs := l.retryAfter(ra)
-	setErrorHeaders(w.Header(), secs)
-	w.WriteHeader(http.StatusServiceUnavailable)
-	ru.unavail.write(w, &l.bufs, secs)
-}
-
-func (l *Limiter) logShadow(ru *rule, now float64, key string, rq *request, d ratelimit.Decision) {
-	ok, dropped := ru.gate.Allow(now)
-	if !ok {
-		return
-	}
-	l.log.LogAttrs(rq.r.Context(), slog.LevelInfo, "ratelimit: shadow rule would refuse",
-		slog.String("rule", ru.ID), slog.String("key", key), slog.String("method", rq.r.Method),
-		slog.String("path", rq.path), slog.Float64("retry_after", d.RetryAfter), slog.Uint64("suppressed", dropped))
-}
-
-func (l *Limiter) logStoreError(ru *rule, now float64, key string, err error) {
-	ok, dropped := ru.gate.Allow(now)
-	if !ok {
-		return
-	}
-	l.log.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: store cannot decide; applying fail mode",
-		slog.String("rule", ru.ID), slog.String("fail_mode", ru.FailMode.String()), slog.String("key", key),
-		slog.String("error", err.Error()), slog.Uint64("suppressed", dropped))
-}

@@ -3,7 +3,7 @@ package httplimit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
+	"net/netip"
 
 	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
@@ -13,12 +13,12 @@ import (
 // key returns rule ru's key for the request, or ok false when a key part
 // is missing. A single part's value is the key itself (no allocation);
 // several are joined with '|', escaping '|' and '\' in values.
-func (l *Limiter) key(s *ruleSet, ru *rule, rq *request, route string) (string, bool) {
+func (l *Limiter) key(s *ruleSet, ru *rule, in *incoming, route string) (string, bool) {
 	switch len(ru.Key) {
 	case 0:
 		return rules.GlobalKey, true
 	case 1:
-		v, ok := l.part(s, ru.Key[0], rq, route)
+		v, ok := l.part(s, ru.Key[0], in, route)
 		if ok && len(v) > MaxKeyPartBytes {
 			v = string(appendHashed(nil, v))
 		}
@@ -27,7 +27,7 @@ func (l *Limiter) key(s *ruleSet, ru *rule, rq *request, route string) (string, 
 	var buf [256]byte
 	b := buf[:0]
 	for i, p := range ru.Key {
-		v, ok := l.part(s, p, rq, route)
+		v, ok := l.part(s, p, in, route)
 		if !ok {
 			return "", false
 		}
@@ -56,60 +56,96 @@ func appendHashed(b []byte, v string) []byte {
 
 // part returns one key part's value; ok is false when it is missing or
 // empty.
-func (l *Limiter) part(s *ruleSet, p rules.KeyPart, rq *request, route string) (string, bool) {
-	r := rq.r
+func (l *Limiter) part(s *ruleSet, p rules.KeyPart, in *incoming, route string) (string, bool) {
 	switch p.Kind {
 	case rules.PartIP:
-		if rq.ipState == 0 {
-			rq.ip, rq.ipState = l.ipKey(s, r), -1
-			if rq.ip != "" {
-				rq.ipState = 1
+		if in.ipState == 0 {
+			in.ip, in.ipState = l.ipKey(s, in), -1
+			if in.ip != "" {
+				in.ipState = 1
 			}
 		}
-		return rq.ip, rq.ipState == 1
+		return in.ip, in.ipState == 1
 	case rules.PartMethod:
-		return r.Method, r.Method != ""
+		return in.method, in.method != ""
 	case rules.PartPath:
-		return rq.path, true
+		return in.path, true
 	case rules.PartRoute:
 		if route == "" {
-			route = r.Pattern
+			route = in.route
 		}
 		return route, route != ""
 	case rules.PartIdentity:
-		if l.cfg.Identity != nil {
-			if v, ok := l.cfg.Identity(r, p.Name); ok {
-				return v, v != ""
-			}
+		if v, ok := l.identity(in, p.Name); ok {
+			return v, v != ""
 		}
 	}
-	if v := r.Header[p.Header]; len(v) > 0 && v[0] != "" {
-		return v[0], true
+	return in.header(p.Header)
+}
+
+// identity resolves a named part with Config.Identity or IdentityView.
+func (l *Limiter) identity(in *incoming, name string) (string, bool) {
+	switch {
+	case in.hr != nil && l.cfg.Identity != nil:
+		return l.cfg.Identity(in.hr, name)
+	case in.view != nil && l.cfg.IdentityView != nil:
+		return l.cfg.IdentityView(in.view, name)
 	}
 	return "", false
 }
 
-// ipKey returns the "ip" key part of r: the client address, IPv6 cut to
-// the set's prefix length; "" when there is none.
-func (l *Limiter) ipKey(s *ruleSet, r *http.Request) string {
-	var values []string
-	if len(s.trusted) > 0 {
-		values = r.Header[s.fwdHeader]
+// ipKey returns the "ip" key part of the request: the client address,
+// IPv6 cut to the set's prefix length; "" when there is none.
+func (l *Limiter) ipKey(s *ruleSet, in *incoming) string {
+	var a netip.Addr
+	var text string
+	var ok bool
+	if in.hr != nil {
+		var values []string
+		if len(s.trusted) > 0 {
+			values = in.hr.Header[s.fwdHeader]
+		}
+		a, text, ok = clientIP(in.hr.RemoteAddr, values, s.forwarded, s.trusted)
+	} else {
+		a, text, ok = in.viewClientIP(s)
 	}
-	a, text, ok := clientIP(r.RemoteAddr, values, s.forwarded, s.trusted)
 	if !ok {
 		return ""
 	}
-	if a.Is6() && s.v6bits < 128 {
-		p, err := a.Prefix(s.v6bits)
+	return in.cache.key(a, text, s.v6bits)
+}
+
+// ipCache keeps the key part of the last client address formatted, so
+// that a connection's requests format it once.
+type ipCache struct {
+	addr netip.Addr
+	bits int
+	text string
+}
+
+// key returns the key part of client address a, whose text as received is
+// text ("" when a was never text): IPv6 cut to bits, canonical form.
+func (c *ipCache) key(a netip.Addr, text string, bits int) string {
+	v6 := a.Is6() && bits < 128
+	if !v6 && text != "" {
+		var buf [64]byte
+		if string(a.AppendTo(buf[:0])) == text {
+			return text // already canonical: no allocation
+		}
+	}
+	if c.addr == a && c.bits == bits {
+		return c.text
+	}
+	var t string
+	if v6 {
+		p, err := a.Prefix(bits)
 		if err != nil {
 			return ""
 		}
-		return p.String()
+		t = p.String()
+	} else {
+		t = a.String()
 	}
-	var buf [64]byte
-	if text != "" && string(a.AppendTo(buf[:0])) == text {
-		return text // already canonical: no allocation
-	}
-	return a.String()
+	c.addr, c.bits, c.text = a, bits, t
+	return t
 }

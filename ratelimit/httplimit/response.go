@@ -62,35 +62,41 @@ func ceilSeconds(x float64) int64 {
 	return int64(math.Ceil(x))
 }
 
-// setLimitHeaders writes RateLimit-Policy and RateLimit for rule ru with r
-// units remaining (at most the rule's capacity) and t seconds to reset, and, when retry ≥ 0, Retry-After,
-// Content-Type and Cache-Control for an error response: all in one
-// allocation.
-func setLimitHeaders(h http.Header, ru *rule, remaining int, t int64, retry int64) {
-	hb := new(headerBlock)
-	hb.vals[0] = ru.policy
-	b := append(hb.buf[:0], ru.quotedID...)
+// appendLimit appends the RateLimit field of rule ru: remaining units
+// (at most the rule's capacity, whatever a store reports, so that r ≤ q)
+// and t seconds to reset.
+func appendLimit(b []byte, ru *rule, remaining int, t int64) []byte {
+	b = append(b, ru.quotedID...)
 	b = append(b, ";r="...)
-	// r ≤ capacity ≤ q, whatever a store reports.
 	b = strconv.AppendInt(b, int64(min(max(remaining, 0), ru.Capacity())), 10)
 	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, t, 10)
+	return strconv.AppendInt(b, t, 10)
+}
+
+// setLimitHeaders writes v's RateLimit-Policy and RateLimit fields and,
+// when v.RetryAfter ≥ 0 (a 429), Retry-After, Content-Type and
+// Cache-Control: all in one allocation. v must have the fields (v.Limit
+// not nil).
+func setLimitHeaders(h http.Header, v *Verdict) {
+	hb := new(headerBlock)
+	hb.vals[0] = v.ru.policy
+	b := append(hb.buf[:0], v.Limit...)
 	n := len(b)
-	if retry >= 0 {
-		b = strconv.AppendInt(b, retry, 10)
+	if v.RetryAfter >= 0 {
+		b = strconv.AppendInt(b, v.RetryAfter, 10)
 	}
 	if len(b) > len(hb.buf) { // cannot happen: ids are short; stay correct anyway
 		hb.vals[1] = string(b[:n])
 		hb.vals[2] = string(b[n:])
 	} else {
 		hb.vals[1] = unsafe.String(&hb.buf[0], n)
-		if retry >= 0 {
+		if v.RetryAfter >= 0 {
 			hb.vals[2] = unsafe.String(&hb.buf[n], len(b)-n)
 		}
 	}
 	h[hdrPolicy] = hb.vals[0:1:1]
 	h[hdrRateLimit] = hb.vals[1:2:2]
-	if retry >= 0 {
+	if v.RetryAfter >= 0 {
 		hb.vals[3], hb.vals[4] = problemJSON, noStore
 		h[hdrRetryAfter] = hb.vals[2:3:3]
 		h[hdrContentType] = hb.vals[3:4:4]
@@ -113,9 +119,11 @@ func setErrorHeaders(h http.Header, retry int64) {
 }
 
 // problem is a pre-built RFC 9457 body with one number to fill in:
-// head + seconds + (" second." or " seconds.") + tail.
+// head + seconds + (" second." or " seconds.") + tail; or, for a problem
+// without a number, the whole body in fixed.
 type problem struct {
 	head, tail string
+	fixed      []byte // the body of a problem without a number; shared, never modified
 }
 
 // newProblem builds the body of a problem whose detail ends with "Try
@@ -132,28 +140,22 @@ func newProblem(base, slug string, status int, rule, detail string, retry bool) 
 	head := `{"type":` + q(typ) + `,"title":` + q(http.StatusText(status)) + `,"status":` + strconv.Itoa(status) +
 		`,"detail":` + strings.TrimSuffix(q(detail), `"`)
 	tail := `","rule":` + q(rule) + "}\n"
-	if retry {
-		head += " Try again in about "
+	if !retry {
+		return problem{head: head, tail: tail, fixed: []byte(head + tail)}
 	}
-	return problem{head: head, tail: tail}
+	return problem{head: head + " Try again in about ", tail: tail}
 }
 
-// write sends the body with secs filled in (secs < 0: no number).
-func (p *problem) write(w http.ResponseWriter, pool *bufPool, secs int64) {
-	bp := pool.get()
-	b := append((*bp)[:0], p.head...)
-	if secs >= 0 {
-		b = strconv.AppendInt(b, secs, 10)
-		if secs == 1 {
-			b = append(b, " second."...)
-		} else {
-			b = append(b, " seconds."...)
-		}
+// append appends the body with secs filled in.
+func (p *problem) append(b []byte, secs int64) []byte {
+	b = append(b, p.head...)
+	b = strconv.AppendInt(b, secs, 10)
+	if secs == 1 {
+		b = append(b, " second."...)
+	} else {
+		b = append(b, " seconds."...)
 	}
-	b = append(b, p.tail...)
-	_, _ = w.Write(b)
-	*bp = b
-	pool.put(bp)
+	return append(b, p.tail...)
 }
 
 // limitText describes a rule's limit for people: "10 requests per 15
