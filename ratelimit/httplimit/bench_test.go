@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 
 	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/ratelimit"
 	"github.com/spillwayhq/spillway/ratelimit/rules"
+	"github.com/spillwayhq/spillway/request"
 )
 
 // discardWriter is a ResponseWriter that keeps only the header map
@@ -120,4 +122,81 @@ func BenchmarkAllowedSeedRules(b *testing.B) {
 // allocation, for the joined key.
 func BenchmarkDeniedTwoPartKey(b *testing.B) {
 	benchServe(b, "rules:\n- {id: login, key: [user, ip], rate: 1, per: 15m, burst: 1}\n", 429)
+}
+
+// checkRules are three rules that all match a request: by user, by ip and
+// by tenant, each with one key part.
+const checkRules = `rules:
+- {id: user-default, key: [user], rate: 1e9, per: 1s, burst: 1000000000}
+- {id: per-ip, key: [ip], rate: 1e9, per: 1s, burst: 1000000000}
+- {id: tenant, key: [tenant], rate: 1e9, per: 1s, burst: 1000000000}
+`
+
+// checkCases are Check's allocation cases: 1 to 3 matching rules, an IPv6
+// client, a client behind a trusted proxy, and a refusal (body and fields
+// formatted in the Verdict).
+var checkCases = []struct {
+	name, src, peer string
+	trusted         bool
+	status          int
+}{
+	{"one rule", "rules:\n- {id: per-ip, key: [ip], rate: 1e9, per: 1s, burst: 1000000000}\n", "192.0.2.1:4321", false, 0},
+	{"three rules", checkRules, "192.0.2.1:4321", false, 0},
+	{"three rules, IPv6 client", checkRules, "[2001:db8::1]:4321", false, 0},
+	{"three rules, behind a proxy", checkRules, "10.0.0.1:4321", true, 0},
+	{"refused", "rules:\n- {id: per-ip, key: [ip], rate: 1, per: 1h, burst: 1}\n", "192.0.2.1:4321", false, 429},
+	{"refused, second rule", "rules:\n- {id: user-default, key: [user], rate: 1e9, per: 1s, burst: 1000000000}\n" +
+		"- {id: tenant, key: [tenant], rate: 1, per: 1h, burst: 1}\n", "192.0.2.1:4321", false, 429},
+}
+
+func checkView(peer string, trusted bool) *request.View {
+	return view("GET", "/api/items", peer, trusted, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		"X-User-Id", "u42", "X-Tenant-Id", "acme", "X-Forwarded-For", "198.51.100.7, 10.0.0.2")
+}
+
+// Check allocates nothing on the in-memory store with a reused Verdict,
+// allowed or refused (the first Check, which adds the keys and formats the
+// address, is AllocsPerRun's warm-up).
+func TestCheckAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random")
+	}
+	for _, tc := range checkCases {
+		l, clk := newLimiter(t, tc.src, Config{})
+		v, out := checkView(tc.peer, tc.trusted), &Verdict{}
+		ctx := context.Background()
+		got := testing.AllocsPerRun(1000, func() { l.Check(ctx, clk.Now(), v, "api", out) })
+		if out.Status != tc.status || out.Allowed != (tc.status == 0) || got != 0 {
+			t.Errorf("%s: status %d, allowed %v, %v allocations per Check; want %d, 0", tc.name, out.Status, out.Allowed, got, tc.status)
+		}
+		if tc.status == 0 && len(out.Limit) == 0 || tc.status != 0 && len(out.Body) == 0 {
+			t.Errorf("%s: no fields or body: %+v", tc.name, out)
+		}
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	for _, tc := range checkCases {
+		b.Run(tc.name, func(b *testing.B) {
+			set, err := rules.Parse("bench.yaml", []byte(tc.src))
+			if err != nil {
+				b.Fatal(err)
+			}
+			clk := clock.NewReal()
+			l, err := New(set, Config{Clock: clk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v, out := checkView(tc.peer, tc.trusted), &Verdict{}
+			ctx := context.Background()
+			l.Check(ctx, clk.Now(), v, "api", out) // the keys exist from here on
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Check(ctx, clk.Now(), v, "api", out)
+			}
+			if out.Status != tc.status {
+				b.Fatalf("status %d, want %d", out.Status, tc.status)
+			}
+		})
+	}
 }

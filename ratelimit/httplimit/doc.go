@@ -1,5 +1,6 @@
 // Package httplimit enforces rate-limit rules (package ratelimit/rules) on
-// net/http servers: it finds who is asking, asks each matching rule's keyed
+// net/http servers, and through Check on any engine that fills a
+// request.View: it finds who is asking, asks each matching rule's keyed
 // store, and answers refusals the way the standards say (seed 002, "where
 // and what to answer").
 //
@@ -92,6 +93,7 @@
 // the right past trusted proxies to the first untrusted address (see
 // ClientIP). A client that sends the header itself, directly, changes
 // nothing. IPv6 clients are keyed by their /64 (rules.Set.IPv6Prefix).
+// Check trusts as the listener does instead (see below).
 //
 // # Shadow rules
 //
@@ -110,6 +112,35 @@
 // first, next is not called and the answer is 503 with a problem body
 // (outcome queue_abandoned; the queue slot stays taken until it drains). A
 // full queue (burst requests waiting) refuses with 429 as usual.
+//
+// # Engines that are not net/http
+//
+// An engine with its own request type (the gateway's HTTP/1.1 and HTTP/2
+// engines, which fill a request.View) calls Check instead of Handler:
+//
+//	var v httplimit.Verdict // one per connection: Check resets it
+//	lim.Check(ctx, now, view, routeName, &v)
+//	switch {
+//	case !v.Allowed: // send v.Status, v.Body (problem+json, no-store),
+//		// Retry-After v.RetryAfter (when ≥ 0), and Policy/Limit (when not nil)
+//	case v.Delay > 0: // wait v.Delay seconds, or lim.Abandon(&v) and refuse
+//	}
+//
+// Check is Handler's decision core itself: the same rules, stores,
+// counters, shadow logs, hot keys, fail modes and Joint decisions, and the
+// Verdict holds the status, Retry-After, reason code ("ratelimit:<id>",
+// "ratelimit-unavailable:<id>"), problem body and RateLimit field values
+// Handler would send, formatted into the Verdict's own buffer: on the
+// in-memory store a Check allocates nothing. It takes now from the caller
+// and never sleeps: a leaky queue's wait is the caller's, and Abandon
+// gives (and counts) the answer for a request that stops waiting.
+//
+// For a View the listener, not the rules file, says who is trusted: the
+// "ip" part is View.Client unless View.Trusted, and then the set's
+// forwarding header is walked past View.Proxies; the set's trustedProxies
+// is not used. The "route" part of a rule without path patterns is the
+// route name passed to Check, identity parts come from
+// Config.IdentityView (or the header), and Config.Cost is not called.
 //
 // # Stores
 //
