@@ -10,17 +10,17 @@ import (
 	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
 
-// recording returns a Limiter over src whose one rule's store records the
-// keys it is asked.
-func recording(t *testing.T, src string) (*Limiter, *recorder) {
+// recording returns a Limiter over src with cfg whose one rule's store
+// records the keys it is asked.
+func recording(t *testing.T, src string, cfg Config) (*Limiter, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	store := func(r rules.Rule) (ratelimit.Keyed, error) {
+	cfg.Store = func(r rules.Rule) (ratelimit.Keyed, error) {
 		m, err := ratelimit.NewMemory(r.Spec, ratelimit.MemoryConfig{MaxKeys: 64})
 		rec.Keyed = m
 		return rec, err
 	}
-	l, _ := newLimiter(t, src, Config{Store: store})
+	l, _ := newLimiter(t, src, cfg)
 	return l, rec
 }
 
@@ -28,7 +28,7 @@ func recording(t *testing.T, src string) (*Limiter, *recorder) {
 // whatever forwarding headers it sends — even when the rules file's
 // trustedProxies lists the peer: for a View the listener decides.
 func TestCheckSpoofedForwarding(t *testing.T) {
-	l, rec := recording(t, "trustedProxies: [192.0.2.0/24]\nrules:\n- {id: per-ip, key: [ip], rate: 1, per: 1h}\n")
+	l, rec := recording(t, "trustedProxies: [192.0.2.0/24]\nrules:\n- {id: per-ip, key: [ip], rate: 1, per: 1h}\n", Config{})
 	var v Verdict
 	var codes []int
 	for _, h := range [][2]string{{"X-Forwarded-For", "1.1.1.1"}, {"X-Forwarded-For", "2.2.2.2"}, {"Forwarded", "for=3.3.3.3"}} {
@@ -75,7 +75,7 @@ func TestCheckTrustedChain(t *testing.T) {
 		if tc.forwarded {
 			src = "forwardedHeader: Forwarded\n" + src
 		}
-		l, rec := recording(t, src)
+		l, rec := recording(t, src, Config{})
 		var v Verdict
 		l.Check(context.Background(), 1000, view("GET", "/", tc.peer, tc.trusted, tc.proxies, tc.headers...), "", &v)
 		if len(rec.keys) != 1 || rec.keys[0] != tc.want || !v.Allowed {

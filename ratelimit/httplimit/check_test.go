@@ -13,7 +13,6 @@ import (
 
 	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/ratelimit"
-	"github.com/spillwayhq/spillway/ratelimit/rules"
 	"github.com/spillwayhq/spillway/request"
 )
 
@@ -208,19 +207,13 @@ func compareVerdict(t *testing.T, i int, w *httptest.ResponseRecorder, v *Verdic
 // A View's route name is the "route" part of rules that name no pattern;
 // IdentityView resolves identity parts, falling back to the header.
 func TestCheckRouteAndIdentity(t *testing.T) {
-	rec := &recorder{}
-	store := func(r rules.Rule) (ratelimit.Keyed, error) {
-		m, err := ratelimit.NewMemory(r.Spec, ratelimit.MemoryConfig{MaxKeys: 64})
-		rec.Keyed = m
-		return rec, err
-	}
 	id := func(v *request.View, name string) (string, bool) {
 		if tok, ok := v.Get("Authorization"); ok {
 			return name + ":" + strings.TrimPrefix(tok, "Bearer "), true
 		}
 		return "", false
 	}
-	l, _ := newLimiter(t, "rules:\n- {id: r, key: [route, user], rate: 100, per: 1s}\n", Config{Store: store, IdentityView: id})
+	l, rec := recording(t, "rules:\n- {id: r, key: [route, user], rate: 100, per: 1s}\n", Config{IdentityView: id})
 	var v Verdict
 	for _, tc := range []struct{ route, auth string }{{"api", "t1"}, {"static", ""}, {"", "t2"}} {
 		vw := view("GET", "/x", "192.0.2.1:1", false, nil, "X-User-Id", "hdr")

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/spillwayhq/spillway/ratelimit"
-	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
 
 var testTrusted = []netip.Prefix{
@@ -151,13 +150,7 @@ func TestSpoofedForwardingOverLoopback(t *testing.T) {
 			[]int{200, 429, 200}, []string{"1.1.1.1", "1.1.1.1", "2.2.2.2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &recorder{}
-			store := func(r rules.Rule) (ratelimit.Keyed, error) {
-				m, err := ratelimit.NewMemory(r.Spec, ratelimit.MemoryConfig{MaxKeys: 64})
-				rec.Keyed = m
-				return rec, err
-			}
-			l, _ := newLimiter(t, "trustedProxies: "+tc.trusted+"\nrules:\n- {id: per-ip, key: [ip], rate: 1, per: 1h}\n", Config{Store: store})
+			l, rec := recording(t, "trustedProxies: "+tc.trusted+"\nrules:\n- {id: per-ip, key: [ip], rate: 1, per: 1h}\n", Config{})
 			srv := httptest.NewServer(l.Handler(&hello{}))
 			defer srv.Close()
 			defer srv.Client().CloseIdleConnections()
