@@ -100,13 +100,21 @@ func silent(t *testing.T, c net.Conn, wait time.Duration) {
 	}
 }
 
-// Pass forwards both ways, and a half-close reaches the server and its
-// answer to it comes back: the client reads everything, then EOF.
-func TestPass(t *testing.T) {
+// started starts a proxy to an echo server and returns it with a
+// connection through it that has carried one round trip.
+func started(t *testing.T) (*Proxy, net.Conn) {
+	t.Helper()
 	noLeaks(t)
 	p := Start(t, echo(t))
 	c := dial(t, p.Addr())
-	mustEcho(t, c, "hello")
+	mustEcho(t, c, "before")
+	return p, c
+}
+
+// Pass forwards both ways, and a half-close reaches the server and its
+// answer to it comes back: the client reads everything, then EOF.
+func TestPass(t *testing.T) {
+	p, c := started(t)
 	big := bytes.Repeat([]byte("0123456789"), 100_000) // 1 MB: many chunks
 	go func() {
 		_, _ = c.Write(big)
@@ -125,10 +133,7 @@ func TestPass(t *testing.T) {
 // BlackHole: an existing and a new connection both stall, the bytes sent
 // are read and dropped, and Pass makes new connections work again.
 func TestBlackHole(t *testing.T) {
-	noLeaks(t)
-	p := Start(t, echo(t))
-	old := dial(t, p.Addr())
-	mustEcho(t, old, "before")
+	p, old := started(t)
 	p.BlackHole()
 	if _, err := old.Write([]byte("lost")); err != nil {
 		t.Fatal(err)
@@ -150,10 +155,7 @@ func TestBlackHole(t *testing.T) {
 // Reset: an existing connection is reset, a new one is reset once
 // accepted, and Pass makes new connections work again.
 func TestReset(t *testing.T) {
-	noLeaks(t)
-	p := Start(t, echo(t))
-	old := dial(t, p.Addr())
-	mustEcho(t, old, "before")
+	p, old := started(t)
 	p.Reset()
 	if _, err := roundTrip(old, "x"); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("existing connection after Reset: %v, want ECONNRESET", err)
@@ -178,10 +180,7 @@ func TestReset(t *testing.T) {
 // Delay holds each chunk: a round trip (one chunk each way) takes at least
 // twice the delay, and Pass forwards at once again on the same connection.
 func TestDelay(t *testing.T) {
-	noLeaks(t)
-	p := Start(t, echo(t))
-	c := dial(t, p.Addr())
-	mustEcho(t, c, "warm")
+	p, c := started(t)
 	const d = 100 * time.Millisecond
 	p.Delay(d)
 	if m, got := p.Mode(); m != Delay || got != d {
@@ -199,10 +198,8 @@ func TestDelay(t *testing.T) {
 // Refuse: connects are refused while an existing connection carries on;
 // Pass listens again on the same port.
 func TestRefuse(t *testing.T) {
-	noLeaks(t)
-	p := Start(t, echo(t))
+	p, old := started(t)
 	addr := p.Addr()
-	old := dial(t, addr)
 	p.Refuse()
 	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		if c != nil {
