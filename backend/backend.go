@@ -77,7 +77,9 @@ type Dist struct {
 
 // Window sets the number of workers from From to To after the start (From
 // included, To not): a capacity dip, or a rise. Windows are looked up in
-// order; the first that holds the time wins.
+// order; the first that holds the time wins. The backend sets no timer for
+// a window's edges: a rise starts queued requests at the next arrival or
+// completion.
 type Window struct {
 	From, To time.Duration
 	Workers  int // 0: no request is started while the window lasts
