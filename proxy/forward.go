@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/route"
 )
@@ -33,6 +34,10 @@ type outbound struct {
 	// xff and fwd collect a trusted peer's X-Forwarded-For and Forwarded
 	// values; their capacity is reused from request to request.
 	xff, fwd []byte
+	// pass is the request's way through the route's policy chain (nil:
+	// none) and now the time the head is built, for its control fields.
+	pass *chain.Pass
+	now  float64
 	// idAt and idEnd locate the X-Request-Id value appendHead forwarded
 	// (the client's, or one it made) in the head it returned.
 	idAt, idEnd int
@@ -89,6 +94,14 @@ func appendHead(dst []byte, o *outbound, rt *Route) []byte {
 			g.hostField = true
 		case posesAsGatewayField(f.Name):
 			continue
+		case controlField(f.Name):
+			if !o.trusted || o.pass != nil {
+				continue // only a trusted peer's; the chain sends its own
+			}
+		case o.pass != nil && rt.GRPC && httpwire.EqualFold(f.Name, "grpc-timeout"):
+			if _, ok := o.pass.Remaining(o.now); ok {
+				continue // the remaining budget replaces it
+			}
 		}
 		dst = httpwire.AppendField(dst, f.Name, f.Value)
 	}
@@ -155,6 +168,7 @@ func appendGatewayFields(dst []byte, o *outbound, rt *Route, g seen) []byte {
 	if o.upgrade != nil {
 		dst = append(append(append(dst, "Connection: Upgrade\r\nUpgrade: "...), o.upgrade...), "\r\n"...)
 	}
+	dst = appendControl(dst, o, rt)
 	for _, f := range rt.RequestAdd {
 		dst = append(append(append(append(dst, f.Name...), ": "...), f.Value...), "\r\n"...)
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
@@ -57,7 +59,8 @@ type h1conn struct {
 	ibuf   []byte   // 1xx heads
 	isHead bool     // the request's method is HEAD
 
-	rec record // the request's bookkeeping (record.go)
+	rec  record     // the request's bookkeeping (record.go)
+	pass *chain.Pass // the request's way through the route's policy chain (pooled; nil without)
 
 	// Method values made once per connection (a method value allocates).
 	xctx       *exchangeCtx // see exchange
@@ -176,7 +179,7 @@ func (c *h1conn) readHead() (int, error) {
 var (
 	errQuiet        = errors.New("proxy: client went away")
 	errHeadTimeout  = errors.New("proxy: head timeout")
-	errHeadTooLarge = &httpwire.Error{Status: 431, Reason: "request head too large"}
+	errHeadTooLarge = &httpwire.Error{Status: 431, Reason: "header section too large"} // httpwire's words, however the head arrived
 )
 
 // serveOne reads, routes and forwards one request; false ends the
@@ -232,11 +235,26 @@ func (c *h1conn) routed(rt *Route, keep bool) bool {
 	}
 	m := copy(c.method[:], c.head.Method)
 	c.fillOutbound(m, upgrade)
+	c.out.pass = nil
+	if rt.Policy != nil {
+		c.pass = passes.Get().(*chain.Pass)
+		defer c.dropPass()
+		if ref := rt.Policy.Admit(context.Background(), c.s.cfg.Clock, c.rec.start, &c.view, c.pass); ref != nil {
+			return c.refuse(ref, keep)
+		}
+		c.out.pass, c.out.now = c.pass, c.s.cfg.Clock.Now()
+		c.rec.tryAt = c.out.now
+	}
 	c.wbuf = appendHead(c.wbuf[:0], &c.out, rt)
 	if c.rec.log {
 		c.rec.reqID = string(c.wbuf[c.out.idAt:c.out.idEnd])
 	}
-	return c.forward(rt, m)
+	keep = c.forward(rt, m)
+	if c.out.pass != nil {
+		c.pass.End(c.s.cfg.Clock.Now(), outcomeOf(&c.rec, c.watch.gone))
+		c.out.pass = nil
+	}
+	return keep
 }
 
 // upgradeFor returns the Upgrade to forward (nil: none), or false when the

@@ -4,34 +4,59 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/upstream"
 )
 
 // forward sends the request (head already in c.wbuf) to an endpoint of
 // the route's cluster and copies the answer back; false ends the
-// connection.
+// connection. With a policy chain each attempt asks the cluster's breaker
+// first, and a failed attempt may be retried on an endpoint not tried yet.
 func (c *h1conn) forward(rt *Route, m int) bool {
-	cl := rt.Cluster
 	hasBody := c.out.length > 0 || c.out.length == bodyChunked
-	if cl.H2 != nil {
-		return c.forwardH2(rt, m)
+	p := c.out.pass
+	for {
+		if p != nil {
+			ref, fallback := p.Attempt(c.rec.tryAt)
+			if ref != nil {
+				return c.refuse(ref, c.head.KeepAlive && !hasBody)
+			}
+			if fallback && rt.Fallback != nil {
+				c.rec.cl, c.rec.fallback = rt.Fallback, true
+			}
+		}
+		if c.rec.cl.H2 != nil {
+			return c.forwardH2(rt, m)
+		}
+		keep, again := c.attempt(rt, m, hasBody)
+		if !again {
+			return keep
+		}
+		c.rec.tryAt = c.s.cfg.Clock.Now()
 	}
-	es, err := cl.pick(c.rec.start, &c.view)
+}
+
+// attempt is one exchange with an endpoint; again reports that it failed
+// and is to be retried (its backoff already waited).
+func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
+	cl := c.rec.cl
+	es, err := cl.pickFor(c.rec.tryAt, &c.view, c.out.pass)
 	var pool *upstream.Pool
 	if err == nil {
 		pool = cl.pool(es.Addr())
 	}
 	if pool == nil {
 		if es != nil {
-			es.Done(c.rec.start, -1, false) // removed between the pick and the lookup
+			es.Done(c.rec.tryAt, -1, false) // removed between the pick and the lookup
 		}
-		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody)
+		c.attemptDone(false)
+		return c.writeProblem(cl.noEndpoint, c.head.KeepAlive && !hasBody), false
 	}
 	c.rec.endpoint = es.Addr()
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
-	c.watch.arm(ctx.cancelFn, requestTimeout(rt))
+	c.watch.arm(ctx.cancelFn, c.exchangeTimeout(rt))
 	if !hasBody {
 		c.watch.start()
 	}
@@ -40,22 +65,70 @@ func (c *h1conn) forward(rt *Route, m int) bool {
 	if err != nil {
 		c.watch.stop()
 		c.finishFailed(es, err, c.watch.timedOut)
-		return c.upstreamFailed(cl, err, c.watch.timedOut)
+		c.attemptDone(!c.watch.gone)
+		if !c.watch.gone && c.body.err == nil && c.retry(chain.Failure{Kind: kindOf(err, c.watch.timedOut), Replayable: !hasBody, After: -1}) {
+			return false, true
+		}
+		return c.upstreamFailed(cl, err, c.watch.timedOut), false
 	}
 	c.rec.headArrived()
-	if c.uresp.Head.Status == 101 {
+	status := c.uresp.Head.Status
+	if status == 101 {
 		c.rec.upstream(101)
 		c.watch.stop()
 		c.finished(es, 101)
+		c.attemptDone(false)
 		c.tunnel(rt)
 		c.rec.at = 0 // the record ends with the tunnel
+		return false, false
+	}
+	if status >= 500 && c.out.pass != nil && !hasBody && c.retryStatus(es, status) {
+		return false, true
+	}
+	keep = c.copyResponse(rt, m, hasBody)
+	c.watch.stop()
+	c.finished(es, status)
+	c.attemptDone(status >= 500)
+	c.uresp.Close()
+	return keep && !c.watch.gone, false
+}
+
+// retryStatus decides whether an upstream answer of status is retried
+// instead of forwarded; if so the answer is dropped (its connection
+// closed) and the backoff waited.
+func (c *h1conn) retryStatus(es *balancer.EndpointState, status int) bool {
+	f := chain.Failure{Status: status, Replayable: true, After: retryAfterOf(&c.uresp.Head)}
+	delay, ok := c.out.pass.Retry(c.s.cfg.Clock.Now(), f)
+	if !ok {
 		return false
 	}
-	keep := c.copyResponse(rt, m, hasBody)
 	c.watch.stop()
-	c.finished(es, c.uresp.Head.Status)
 	c.uresp.Close()
-	return keep && !c.watch.gone
+	c.finished(es, status)
+	c.attemptDone(true)
+	backoff(delay)
+	return true
+}
+
+// attemptDone reports the attempt to the breaker.
+func (c *h1conn) attemptDone(failed bool) {
+	if p := c.out.pass; p != nil {
+		p.AttemptDone(c.s.cfg.Clock.Now(), failed)
+	}
+}
+
+// retry asks the chain whether the failed attempt f is retried, and waits
+// its backoff if so.
+func (c *h1conn) retry(f chain.Failure) bool {
+	p := c.out.pass
+	if p == nil {
+		return false
+	}
+	delay, ok := p.Retry(c.s.cfg.Clock.Now(), f)
+	if ok {
+		backoff(delay)
+	}
+	return ok
 }
 
 // finishFailed completes an exchange that failed before its answer: the
@@ -70,7 +143,7 @@ func (c *h1conn) finishFailed(es *balancer.EndpointState, err error, timedOut bo
 	}
 	c.rec.bytesIn = c.body.read
 	c.rec.at = c.s.cfg.Clock.Now()
-	c.rec.rt.Cluster.finish(es, c.rec.start, c.rec.at, 0, how)
+	c.rec.cl.finish(es, c.rec.tryAt, c.rec.at, 0, how)
 }
 
 // finished completes an exchange the upstream answered with status (its
@@ -84,7 +157,7 @@ func (c *h1conn) finished(es *balancer.EndpointState, status int) {
 	}
 	c.rec.bytesIn = c.body.read
 	c.rec.at = c.s.cfg.Clock.Now()
-	c.rec.rt.Cluster.finish(es, c.rec.start, c.rec.at, status, how)
+	c.rec.cl.finish(es, c.rec.tryAt, c.rec.at, status, how)
 }
 
 // requestTimeout is the bound on a whole exchange: the route's request

@@ -13,7 +13,7 @@ import (
 // HTTP/1.1. This path allocates (an *http.Request per exchange); the
 // HTTP/1.1-to-HTTP/1.1 path does not.
 func (c *h1conn) forwardH2(rt *Route, m int) bool {
-	cl := rt.Cluster
+	cl := c.rec.cl
 	hasBody := c.out.length > 0 || c.out.length == bodyChunked
 	es, err := cl.pick(c.rec.start, &c.view)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/httpserver"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
@@ -111,7 +112,7 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := h.outbound(st, r, path, query, hasQ)
-	forwardStd(h.s, w, r, &v, rt, o, rec)
+	forwardStd(h.s, w, r, &v, rt, o, rec, &st.pass)
 }
 
 // problemTwoLengths answers an HTTP/2 request with several Content-Length
@@ -126,6 +127,7 @@ type h2stream struct {
 	names []string
 	host  []byte
 	rec   record
+	pass  chain.Pass
 }
 
 var h2streams = sync.Pool{New: func() any { return new(h2stream) }}
@@ -137,6 +139,7 @@ func (st *h2stream) release() {
 	st.o = outbound{fields: st.o.fields[:0], xff: st.o.xff[:0], fwd: st.o.fwd[:0]}
 	st.names = st.names[:0]
 	st.rec = record{}
+	st.pass = chain.Pass{}
 	h2streams.Put(st)
 }
 

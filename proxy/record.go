@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 
+	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -22,7 +23,10 @@ import (
 // (at, which the engine also gives the endpoint's latency sample): the
 // observer's duration costs no clock read of its own.
 type record struct {
-	rt       *Route // nil between requests: an idle connection pins no generation
+	rt       *Route   // nil between requests: an idle connection pins no generation
+	cl       *Cluster // the cluster of the attempt: the route's, or its breaker's fallback
+	fallback bool     // cl is the fallback cluster
+	tryAt    float64  // when the current upstream attempt started
 	clk      clock.Clock
 	start    float64 // clock seconds when the request was routed
 	at       float64 // when the exchange ended (0: not known, read at the end)
@@ -49,7 +53,8 @@ type record struct {
 // draws whether it is logged (math/rand/v2's generator: per-thread
 // state, no lock, no allocation).
 func (r *record) begin(rt *Route, clk clock.Clock) {
-	*r = record{rt: rt, clk: clk, start: clk.Now()}
+	now := clk.Now()
+	*r = record{rt: rt, cl: rt.Cluster, clk: clk, start: now, tryAt: now}
 	if rt.Live != nil {
 		rt.Live.Add(1)
 	}
@@ -88,6 +93,14 @@ func (r *record) gateway(p *Problem, head bool) {
 	}
 }
 
+// refused records the policy chain's refusal ref.
+func (r *record) refused(ref *chain.Refusal, head bool) {
+	r.status, r.fromUp, r.reason = ref.Status, false, ref.Reason
+	if !head {
+		r.bytesOut = int64(len(ref.Body))
+	}
+}
+
 // upstream records the upstream's status, forwarded to the client.
 func (r *record) upstream(status int) {
 	r.status, r.fromUp, r.reason = status, true, ""
@@ -123,7 +136,7 @@ func (r *record) end(s *Server, client netip.Addr) {
 // away, its body failed). timedOut says one of the exchange's timeouts
 // cut it.
 func (r *record) upstreamFailed(err error, timedOut bool) {
-	o := r.rt.Cluster.Observer
+	o := r.cl.Observer
 	if o == nil {
 		return
 	}

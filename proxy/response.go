@@ -37,6 +37,9 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	if !dated {
 		b = appendDate(b) // RFC 9110 6.6.1: a recipient with a clock adds one
 	}
+	if c.out.pass != nil {
+		b = appendRateLimit(b, c.out.pass)
+	}
 	for _, f := range rt.ResponseAdd {
 		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
 	}

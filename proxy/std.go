@@ -8,7 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/spillwayhq/spillway/chain"
+	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
@@ -17,22 +20,26 @@ import (
 // forwardStd forwards a request received by the HTTP/2 engine: to an
 // HTTP/2 cluster through its transport (gRPC end to end, trailers both
 // ways), or to an HTTP/1.1 cluster through its pools. The upstream head is
-// built by appendHead, as for the HTTP/1.1 engine.
-func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound, rec *record) {
-	cl := rt.Cluster
-	isHead := r.Method == http.MethodHead
-	now := rec.start
-	es, err := cl.pick(now, v)
-	if err != nil {
-		rec.answer(w, cl.noEndpoint, isHead)
-		return
+// built by appendHead, as for the HTTP/1.1 engine. With a policy chain the
+// request is admitted first (p is its pass) and its attempts go through
+// the cluster's breaker and the route's retries.
+func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound, rec *record, p *chain.Pass) {
+	o.pass = nil
+	if rt.Policy != nil {
+		if ref := rt.Policy.Admit(r.Context(), s.cfg.Clock, rec.start, v, p); ref != nil {
+			rec.refused(ref, r.Method == http.MethodHead)
+			writeRefusal(w, r, rt, ref, p)
+			return
+		}
+		o.pass, o.now = p, s.cfg.Clock.Now()
+		rec.tryAt = o.now
+		defer func() { p.End(s.cfg.Clock.Now(), outcomeOf(rec, r.Context().Err() != nil)) }()
 	}
-	rec.endpoint = es.Addr()
 	head := appendHead(make([]byte, 0, 1024), o, rt)
 	if rec.log {
 		rec.reqID = string(head[o.idAt:o.idEnd])
 	}
-	ctx, cancel := stdContext(r.Context(), rt)
+	ctx, cancel := stdContext(r.Context(), rt, o.pass, rec.tryAt)
 	defer cancel()
 	idle := newIdleCut(rt, cancel)
 	defer idle.stop()
@@ -51,15 +58,77 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		gr.Body = g
 		r = &gr
 	}
-	status, cut := 0, false
+	t := stdTry{s: s, pass: o.pass, replayable: r.Body == http.NoBody}
+	for {
+		if o.pass != nil {
+			ref, fallback := o.pass.Attempt(rec.tryAt)
+			if ref != nil {
+				rec.refused(ref, r.Method == http.MethodHead)
+				writeRefusal(w, r, rt, ref, o.pass)
+				return
+			}
+			if fallback && rt.Fallback != nil {
+				rec.cl, rec.fallback = rt.Fallback, true
+			}
+		}
+		if !stdAttempt(ctx, w, r, v, rt, o, head, idle, rec, &t) {
+			return
+		}
+		rec.tryAt = s.cfg.Clock.Now()
+	}
+}
+
+// stdTry is what an HTTP/2 request's attempts share for retries.
+type stdTry struct {
+	s          *Server
+	pass       *chain.Pass // nil: no policy chain, no retries
+	replayable bool        // the request has no body to send again
+}
+
+// again asks the chain whether failed attempt f is retried, and waits its
+// backoff if so.
+func (t *stdTry) again(f chain.Failure) bool {
+	if t.pass == nil {
+		return false
+	}
+	f.Replayable = t.replayable
+	delay, ok := t.pass.Retry(t.s.cfg.Clock.Now(), f)
+	if ok {
+		backoff(delay)
+	}
+	return ok
+}
+
+// done reports an attempt's result to the breaker.
+func (t *stdTry) done(failed bool) {
+	if t.pass != nil {
+		t.pass.AttemptDone(t.s.cfg.Clock.Now(), failed)
+	}
+}
+
+// stdAttempt is one exchange with an endpoint of rec.cl; it reports
+// whether it failed and is to be retried (nothing written to w then).
+func stdAttempt(ctx context.Context, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound, head []byte, idle *idleCut, rec *record, t *stdTry) bool {
+	cl := rec.cl
+	isHead := r.Method == http.MethodHead
+	now := rec.tryAt
+	es, err := cl.pickFor(now, v, t.pass)
+	if err != nil {
+		t.done(false)
+		rec.answer(w, cl.noEndpoint, isHead)
+		return false
+	}
+	rec.endpoint = es.Addr()
+	status, cut, retried := 0, false, false
 	if cl.H2 != nil {
-		status, cut = forwardH2(ctx, w, r, rt, head, es.Addr(), idle, rec)
+		status, cut, retried = forwardH2(ctx, w, r, rt, head, es.Addr(), idle, rec, t)
 	} else if pool := cl.pool(es.Addr()); pool != nil {
-		status, cut = forwardH1(ctx, w, r, rt, o, head, pool, rec)
+		status, cut, retried = forwardH1(ctx, w, r, rt, o, head, pool, rec, t)
 	} else {
+		t.done(false)
 		rec.answer(w, cl.noEndpoint, isHead)
 		es.Done(now, -1, false)
-		return
+		return false
 	}
 	how := endOK
 	switch {
@@ -70,19 +139,32 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 	case rec.upErr != nil:
 		rec.upstreamFailed(rec.upErr, ctx.Err() == context.DeadlineExceeded || idle.timedOut())
 	}
-	rec.at = s.cfg.Clock.Now()
+	rec.at = t.s.cfg.Clock.Now()
 	cl.finish(es, now, rec.at, status, how)
+	t.done(how == endUpstream || status >= 500)
 	if cut {
 		// The head is gone and the body is short: reset the stream
 		// (net/http's sentinel for it), so the client cannot take the
 		// truncated body for a whole one.
 		panic(http.ErrAbortHandler)
 	}
+	return retried
 }
 
-func stdContext(parent context.Context, rt *Route) (context.Context, context.CancelFunc) {
-	if !rt.Streaming && rt.RequestTimeout > 0 {
-		return context.WithTimeout(parent, rt.RequestTimeout)
+// stdContext bounds an HTTP/2 request's exchanges: the route's request
+// timeout (none when streaming), cut to the request's deadline.
+func stdContext(parent context.Context, rt *Route, p *chain.Pass, now float64) (context.Context, context.CancelFunc) {
+	var d time.Duration
+	if !rt.Streaming {
+		d = rt.RequestTimeout
+	}
+	if p != nil && p.Deadline() > 0 {
+		if left := clock.Duration(max(p.Deadline()-now, 1e-6)); d == 0 || left < d {
+			d = left
+		}
+	}
+	if d > 0 {
+		return context.WithTimeout(parent, d)
 	}
 	return context.WithCancel(parent)
 }
@@ -92,15 +174,15 @@ func stdContext(parent context.Context, rt *Route) (context.Context, context.Can
 // the response body was cut after its head went out.
 //
 // On a streaming route, idle ends the exchange after a silence both ways.
-func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string, idle *idleCut, rec *record) (int, bool) {
-	cl := rt.Cluster
+func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, head []byte, addr string, idle *idleCut, rec *record, t *stdTry) (status int, cut, retried bool) {
+	cl := rec.cl
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hdr := newHeaderTimer(rt.ResponseHeaderTimeout, cancel)
 	req, err := stdRequest(hctx, head, addr, sendBody(r.Body, hdr), r.ContentLength)
 	if err != nil {
 		rec.answer(w, cl.badResponse, r.Method == http.MethodHead)
-		return 0, false
+		return 0, false, false
 	}
 	if r.Header.Get("Te") == "trailers" {
 		req.Header["Te"] = []string{"trailers"}
@@ -111,15 +193,22 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	hdr.stop()
 	if err != nil {
 		timedOut := idle.timedOut() || hdr.timedOut() || ctx.Err() == context.DeadlineExceeded
+		if r.Context().Err() == nil && !timedOut && t.again(chain.Failure{Kind: kindOf(err, false), After: -1}) {
+			rec.upstreamFailed(err, false)
+			return 0, false, true
+		}
 		p := stdProblem(ctx, cl, err)
 		if timedOut {
 			p = cl.timeout
 		}
 		rec.failedStd(w, r, p, err, timedOut)
-		return 0, false
+		return 0, false, false
 	}
 	defer resp.Body.Close()
 	rec.headArrived()
+	if resp.StatusCode >= 500 && t.again(chain.Failure{Status: resp.StatusCode, After: stdRetryAfter(resp.Header)}) {
+		return resp.StatusCode, false, true
+	}
 	// x/net's transport looks at the context only between its own steps:
 	// a response body read, or the copy of a request body the client has
 	// not finished, blocks past the route's request timeout. Closing the
@@ -127,6 +216,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
 	defer stop()
 	copyHeader(w.Header(), resp.Header, rt)
+	addRateLimit(w.Header(), t.pass)
 	for k := range resp.Trailer {
 		w.Header().Add("Trailer", k)
 	}
@@ -137,18 +227,31 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 		body = touchReader{resp.Body, idle}
 	}
 	if !streamBody(w, body, resp.ContentLength, rec) {
-		return resp.StatusCode, true
+		return resp.StatusCode, true, false
 	}
 	for k, vs := range resp.Trailer {
 		w.Header()[http.TrailerPrefix+k] = vs
 	}
-	return resp.StatusCode, false
+	return resp.StatusCode, false, false
+}
+
+// stdRetryAfter reads a Retry-After in whole seconds (-1: none).
+func stdRetryAfter(h http.Header) float64 {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return -1
+	}
+	n, err := strconv.ParseUint(v, 10, 31)
+	if err != nil {
+		return -1
+	}
+	return float64(n)
 }
 
 // forwardH1 sends an HTTP/2 client's request to an HTTP/1.1 pool; it
 // returns what forwardH2 does.
-func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool, rec *record) (int, bool) {
-	cl := rt.Cluster
+func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *Route, o *outbound, head []byte, pool *upstream.Pool, rec *record, t *stdTry) (status int, cut, retried bool) {
+	cl := rec.cl
 	ureq := upstream.Request{
 		Method: o.method, Head: head, Replayable: o.length == bodyNone && idempotent(o.method),
 		HeaderTimeout: rt.ResponseHeaderTimeout,
@@ -167,10 +270,18 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	defer resp.Close()
 	rec.sending()
 	if err := pool.RoundTrip(ctx, &ureq, &resp); err != nil {
-		rec.failedStd(w, r, stdProblem(ctx, cl, err), err, ctx.Err() == context.DeadlineExceeded)
-		return 0, false
+		timedOut := ctx.Err() == context.DeadlineExceeded
+		if r.Context().Err() == nil && !timedOut && t.again(chain.Failure{Kind: kindOf(err, false), After: -1}) {
+			rec.upstreamFailed(err, false)
+			return 0, false, true
+		}
+		rec.failedStd(w, r, stdProblem(ctx, cl, err), err, timedOut)
+		return 0, false, false
 	}
 	rec.headArrived()
+	if resp.Head.Status >= 500 && t.again(chain.Failure{Status: resp.Head.Status, After: retryAfterOf(&resp.Head)}) {
+		return resp.Head.Status, false, true
+	}
 	h := w.Header()
 	for i := range resp.Head.Fields {
 		f := &resp.Head.Fields[i]
@@ -182,6 +293,7 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	for _, f := range rt.ResponseAdd {
 		h.Add(f.Name, f.Value)
 	}
+	addRateLimit(h, t.pass)
 	keepUntyped(h)
 	if resp.Head.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.Head.ContentLength, 10))
@@ -190,13 +302,13 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	w.WriteHeader(resp.Head.Status)
 	if !httpwire.NoBody(o.method, resp.Head.Status) {
 		if !streamBody(w, resp.Body, resp.Head.ContentLength, rec) {
-			return resp.Head.Status, true
+			return resp.Head.Status, true, false
 		}
 		for _, f := range resp.Trailers() {
 			h[http.TrailerPrefix+string(f.Name)] = append(h[http.TrailerPrefix+string(f.Name)], string(f.Value))
 		}
 	}
-	return resp.Head.Status, false
+	return resp.Head.Status, false, false
 }
 
 // stdProblem maps a failed exchange to its refusal: the route's timeout

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/balancer"
+	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -61,6 +62,17 @@ type Route struct {
 	// generation's routes and retires the generation when it reaches 0
 	// after a reload. Nil: not counted.
 	Live *atomic.Int64
+
+	// Policy, when set, is the route's overload policy chain: deadline,
+	// rate limits, admission, retries, breaker (package chain). Nil: the
+	// bare proxy.
+	Policy *chain.Chain
+	// Fallback, when set, takes the requests the cluster's breaker turns
+	// away (its fallback cluster).
+	Fallback *Cluster
+	// GRPC routes answer the chain's refusals to gRPC requests as gRPC
+	// statuses (trailers-only, with grpc-retry-pushback-ms).
+	GRPC bool
 
 	// Upgrades lists the Upgrade tokens forwarded (lowercase, e.g.
 	// "websocket"); any other Upgrade request is refused with 400, and so

@@ -1,0 +1,215 @@
+package chain
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/ratelimit/httplimit"
+	"github.com/spillwayhq/spillway/request"
+	"github.com/spillwayhq/spillway/retry"
+	"github.com/spillwayhq/spillway/shed"
+)
+
+// Config is one route's policies. The zero Config runs no policy.
+type Config struct {
+	// Route names the route (the "route" key part of rate-limit rules).
+	Route string
+	// Guard is the route's cluster's admission and breaker; nil: none.
+	Guard *Guard
+	// Class is the class of the route's requests; with ClassHeader a
+	// trusted peer's Spillway-Criticality replaces it.
+	Class       shed.Class
+	ClassHeader bool
+	// Deadline is the request budget.
+	Deadline Deadline
+	// Limits, when set, decides the route's rate-limit rules.
+	Limits Limits
+	// Bulkhead bounds the route's requests in flight (0: no bound).
+	Bulkhead int
+	// Streaming routes (long-lived exchanges) are kept out of the
+	// cluster's adaptive admission: their length says nothing about the
+	// cluster's capacity. Bound them with Bulkhead.
+	Streaming bool
+	// Retry, when set, decides retries; RetryOn what is retried.
+	Retry   *retry.Policy
+	RetryOn RetryOn
+	// Rand draws the backoff jitter; nil: math/rand/v2's.
+	Rand retry.Rand
+}
+
+// Limits decides a request's rate-limit rules: *httplimit.Limiter.
+type Limits interface {
+	Check(ctx context.Context, now float64, v *request.View, route string, out *httplimit.Verdict)
+	// Abandon counts a delayed request that gave up its wait.
+	Abandon(out *httplimit.Verdict)
+}
+
+// Chain is one route's compiled policies. Read concurrently; built once
+// per generation.
+type Chain struct {
+	cfg      Config
+	inFlight atomic.Int64 // the bulkhead's count
+	override overrides
+	stats    Stats
+
+	deadlineRef, badTimeout, bulkheadRef *Refusal
+}
+
+// New compiles cfg.
+func New(cfg Config) *Chain {
+	c := &Chain{cfg: cfg}
+	c.deadlineRef = NewRefusal(http.StatusServiceUnavailable, ReasonDeadline, "the request's time budget ran out before it could be served", false)
+	c.badTimeout = NewRefusal(http.StatusBadRequest, ReasonBadHeader, "malformed time budget (Spillway-Timeout, grpc-timeout or x-envoy-expected-rq-timeout-ms)", false)
+	c.bulkheadRef = NewRefusal(http.StatusServiceUnavailable, ReasonBulkhead, "the route has as many requests in flight as it allows", true)
+	return c
+}
+
+// Guard returns the route's cluster guard (nil: none).
+func (c *Chain) Guard() *Guard { return c.cfg.Guard }
+
+// Config returns what the chain was built from.
+func (c *Chain) Config() *Config { return &c.cfg }
+
+// Admit runs the stages before the upstream for the request v that
+// arrived at now: deadline, rate limits, bulkhead, admission. It fills p
+// (which it resets) and returns nil when the request may go on — the
+// caller then owes p.End — or the refusal to answer, having released
+// whatever p held. ctx ends the waits (a rate-limit queue, the admission
+// queue) when the client leaves; clk is read after a wait.
+func (c *Chain) Admit(ctx context.Context, clk clock.Clock, now float64, v *request.View, p *Pass) *Refusal {
+	*p = Pass{c: c, start: now, RetryAfter: -1, class: c.cfg.Class}
+	if c.cfg.Retry != nil && !c.Bypassed() {
+		c.cfg.Retry.RecordRequest(now)
+	}
+	p.idempotent = idempotent(v)
+	if !c.Bypassed() {
+		if ref := c.route(ctx, clk, &now, v, p); ref != nil {
+			c.stats.refused.Add(1)
+			return ref
+		}
+	}
+	if ref := c.admit(ctx, clk, now, v, p); ref != nil {
+		c.stats.refused.Add(1)
+		return ref
+	}
+	return nil
+}
+
+// route runs the route's own stages; a rate limit's wait moves now.
+func (c *Chain) route(ctx context.Context, clk clock.Clock, now *float64, v *request.View, p *Pass) *Refusal {
+	d, ok, err := c.cfg.Deadline.budget(v)
+	switch {
+	case err != nil:
+		return c.badTimeout
+	case ok && d <= 0:
+		return c.deadlineRef
+	case ok:
+		p.deadline = *now + d
+	}
+	if c.cfg.Limits != nil {
+		if ref := c.rateLimit(ctx, clk, now, v, p); ref != nil {
+			return ref
+		}
+	}
+	if c.cfg.ClassHeader && v.Trusted {
+		if s, ok := v.Get(shed.ClassHeader); ok {
+			if cl, ok := shed.ParseClass(s); ok {
+				p.class = cl
+			}
+		}
+	}
+	if n := c.cfg.Bulkhead; n > 0 {
+		if c.inFlight.Add(1) > int64(n) {
+			c.inFlight.Add(-1)
+			return c.bulkheadRef
+		}
+		p.bulk = true
+	}
+	return nil
+}
+
+// rateLimit decides the rules; a leaky-queue rule's wait is slept here,
+// unless it would pass the deadline.
+func (c *Chain) rateLimit(ctx context.Context, clk clock.Clock, now *float64, v *request.View, p *Pass) *Refusal {
+	vd := &p.rl
+	c.cfg.Limits.Check(ctx, *now, v, c.cfg.Route, vd)
+	if !vd.Allowed {
+		p.RetryAfter = vd.RetryAfter
+		p.rlRef = Refusal{Status: vd.Status, Reason: vd.Reason, Body: vd.Body, Retry: vd.RetryAfter >= 0,
+			GRPC: grpcCode(vd.Status), GRPCMessage: vd.Reason}
+		return &p.rlRef
+	}
+	if vd.Delay <= 0 {
+		return nil
+	}
+	if p.deadline > 0 && *now+vd.Delay >= p.deadline {
+		c.cfg.Limits.Abandon(vd)
+		return c.deadlineRef
+	}
+	t := time.NewTimer(clock.Duration(vd.Delay))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		c.cfg.Limits.Abandon(vd)
+		return c.deadlineRef
+	}
+	*now = clk.Now()
+	return nil
+}
+
+// admit asks the cluster's admission for a place.
+func (c *Chain) admit(ctx context.Context, clk clock.Clock, now float64, v *request.View, p *Pass) *Refusal {
+	g := c.cfg.Guard
+	if g == nil || g.Gate == nil || c.cfg.Streaming {
+		return nil
+	}
+	p.client = clientHash(v)
+	if ref := g.admit(ctx, now, p); ref != nil {
+		p.release(now, 0)
+		if ref.Retry {
+			p.RetryAfter = int64(g.Gate.RetryAfterSeconds())
+		}
+		return ref
+	}
+	if p.ticket == nil {
+		return nil // shadow refusal, or bypassed
+	}
+	if p.wait > 0 && p.deadline > 0 && now+p.wait >= p.deadline {
+		p.End(now+p.wait, Ignore)
+		return c.deadlineRef
+	}
+	p.optional = g.Gate.Optional(now + p.wait)
+	return nil
+}
+
+func grpcCode(status int) int {
+	if status == http.StatusTooManyRequests {
+		return GRPCResourceExhausted
+	}
+	return GRPCUnavailable
+}
+
+// idempotent reports whether v may be sent twice: its method is
+// idempotent (RFC 9110 section 9.2.2), or it carries an Idempotency-Key.
+func idempotent(v *request.View) bool {
+	switch v.Method {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	_, ok := v.Get("Idempotency-Key")
+	return ok
+}
+
+// clientHash identifies the client for fairness: its address (FNV-1a).
+func clientHash(v *request.View) uint64 {
+	a := v.Client.Addr().As16()
+	h := uint64(14695981039346656037)
+	for _, b := range a {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	return h | 1
+}

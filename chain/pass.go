@@ -1,0 +1,166 @@
+package chain
+
+import (
+	"github.com/spillwayhq/spillway/breaker"
+	"github.com/spillwayhq/spillway/limit"
+	"github.com/spillwayhq/spillway/ratelimit/httplimit"
+	"github.com/spillwayhq/spillway/shed"
+)
+
+// Pass is one request's way through a Chain: what it holds (an admission
+// place, a bulkhead place, a breaker trial) and what it learned (its
+// deadline, class, the rate limit's fields). The engine keeps one per
+// connection or stream and reuses it; Admit resets it.
+type Pass struct {
+	c          *Chain
+	start      float64
+	deadline   float64 // absolute, seconds; 0: none
+	class      shed.Class
+	client     uint64
+	idempotent bool
+	bulk       bool // holds a bulkhead place
+	optional   bool // brownout: the request may run optional work
+
+	slot   limit.Ticket
+	ticket *limit.Ticket // the admission place; nil: none
+	wait   float64       // time spent in the admission queue
+
+	brk   breaker.Ticket
+	brkOn bool // brk is an attempt not yet reported
+
+	attempts int
+	prev     float64 // the last backoff delay
+	tried    [maxTried]string
+	nTried   int
+
+	rl    httplimit.Verdict
+	rlRef Refusal
+
+	// RetryAfter is the Retry-After, in seconds, of the refusal Admit or
+	// Attempt returned (-1: none).
+	RetryAfter int64
+}
+
+// maxTried bounds the endpoints a Pass remembers for retries.
+const maxTried = 8
+
+// Outcome is how a request ended, for admission's sample.
+type Outcome = limit.Outcome
+
+// Outcomes: Success feeds a latency sample, Dropped says the cluster was
+// overloaded (a timeout, a 503), Ignore says nothing (the client left).
+const (
+	Success = limit.Success
+	Dropped = limit.Dropped
+	Ignore  = limit.Ignore
+)
+
+// Attempt is called before each upstream attempt: it asks the cluster's
+// breaker. nil lets the attempt go; otherwise the answer to give (the
+// fallback's or breaker-open, p.RetryAfter set). useFallback reports that
+// the request goes to the fallback cluster instead.
+func (p *Pass) Attempt(now float64) (ref *Refusal, useFallback bool) {
+	p.attempts++
+	if p.c == nil || p.c.cfg.Guard == nil {
+		return nil, false
+	}
+	g := p.c.cfg.Guard
+	ref, useFallback = g.allow(now, p)
+	if ref != nil && ref.Retry {
+		p.RetryAfter = max(1, int64(g.Breaker.Snapshot().OpenFor+0.999))
+	}
+	return ref, useFallback
+}
+
+// AttemptDone reports the attempt's result to the breaker: failed is the
+// upstream's failure (breaker.HTTPFailure: a 5xx or a transport error).
+func (p *Pass) AttemptDone(now float64, failed bool) {
+	if p.brkOn {
+		p.brk.Done(now, !failed)
+		p.brkOn = false
+	}
+}
+
+// Tried records that an attempt went to addr; Untried reports whether
+// addr has not been tried yet.
+func (p *Pass) Tried(addr string) {
+	if p.nTried < maxTried {
+		p.tried[p.nTried] = addr
+		p.nTried++
+	}
+}
+
+// Untried reports whether no attempt of the request went to addr.
+func (p *Pass) Untried(addr string) bool {
+	for _, a := range p.tried[:p.nTried] {
+		if a == addr {
+			return false
+		}
+	}
+	return true
+}
+
+// NTried is the number of endpoints tried so far.
+func (p *Pass) NTried() int { return p.nTried }
+
+// End ends the request at now: its admission place with outcome o (the
+// latency sample from Admit's now), its bulkhead place, and a breaker
+// trial the engine did not report (cancelled). Call it once per admitted
+// request; more calls do nothing.
+func (p *Pass) End(now float64, o Outcome) {
+	if p.brkOn {
+		p.brk.Cancel()
+		p.brkOn = false
+	}
+	p.release(now, o)
+}
+
+func (p *Pass) release(now float64, o Outcome) {
+	if p.ticket != nil {
+		if g := p.c.cfg.Guard; g != nil && g.Gate != nil && !g.AdmitShadow {
+			g.Gate.Exit(p.ticket, p.start, p.wait, o)
+		} else {
+			p.ticket.Done(now, o)
+		}
+		p.ticket = nil
+	}
+	if p.bulk {
+		p.c.inFlight.Add(-1)
+		p.bulk = false
+	}
+}
+
+// Deadline is the request's absolute deadline in seconds (0: none).
+func (p *Pass) Deadline() float64 { return p.deadline }
+
+// Remaining is the budget left at now, in seconds; ok false when the
+// request has none or the route does not forward it.
+func (p *Pass) Remaining(now float64) (secs float64, ok bool) {
+	if p.c == nil || p.deadline == 0 || !p.c.cfg.Deadline.Forward {
+		return 0, false
+	}
+	return max(0, p.deadline-now), true
+}
+
+// Class is the request's class.
+func (p *Pass) Class() shed.Class { return p.class }
+
+// Optional is the brownout decision: whether the request may run
+// optional work (true without a dimmer).
+func (p *Pass) Optional() bool { return p.optional || p.ticket == nil }
+
+// Waited is the time the request spent in the admission queue.
+func (p *Pass) Waited() float64 { return p.wait }
+
+// RateLimitFields returns the IETF RateLimit-Policy and RateLimit values
+// the rate limit reported for the request (nil when none).
+func (p *Pass) RateLimitFields() (policy, limit []byte) { return p.rl.Policy, p.rl.Limit }
+
+// Brownout returns the field that carries the request's brownout
+// decision upstream and the decision; ok false without a dimmer.
+func (p *Pass) Brownout() (header string, optional, ok bool) {
+	if p.c == nil || p.c.cfg.Guard == nil || p.c.cfg.Guard.Gate == nil || p.c.cfg.Guard.Gate.Dimmer() == nil {
+		return "", false, false
+	}
+	return p.c.cfg.Guard.BrownoutHeader, p.optional, p.c.cfg.Guard.BrownoutHeader != ""
+}
