@@ -82,11 +82,16 @@ func matchOf(m *config.Match) route.Match {
 
 // routerFor builds the frozen table of a listener's routes; live counts
 // their requests in flight (the generation's).
-func routerFor(cfg *config.Config, l *config.Listener, clusters map[string]*cluster, live *atomic.Int64) (router, error) {
+func routerFor(cfg *config.Config, l *config.Listener, clusters map[string]*cluster, live *atomic.Int64, pol *policyState) (router, error) {
 	out := router{t: new(route.Table[*proxy.Route])}
 	for _, r := range cfg.ListenerRoutes(l) {
 		rt := compileRoute(r, clusters[r.Cluster])
 		rt.Live = live
+		ch, fallback, err := pol.chainFor(cfg, r, clusters)
+		if err != nil {
+			return router{}, err
+		}
+		rt.Policy, rt.Fallback, rt.GRPC = ch, fallback, r.GRPC
 		if err := out.t.Add(matchOf(&r.Match), rt); err != nil {
 			return router{}, fmt.Errorf("route %q: %w", r.Name, err)
 		}

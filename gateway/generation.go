@@ -20,6 +20,7 @@ type generation struct {
 	routers  map[string]router // by listener name (http listeners)
 	routes   []*proxy.Route
 	obs      *metrics.Gen // nil with metrics off
+	pol      *policyState // the routes' policy state (some of it carried)
 
 	// live counts the requests and upgraded connections in flight on the
 	// generation's routes (proxy.Route.Live).
@@ -49,12 +50,21 @@ func (g *Gateway) buildGeneration(cfg *config.Config, prev *generation) (*genera
 		}
 		gen.clusters[c.Name] = cl
 	}
+	var prevPol *policyState
+	if prev != nil {
+		prevPol = prev.pol
+	}
+	pol, err := g.buildPolicies(gen, prevPol)
+	if err != nil {
+		return nil, err
+	}
+	gen.pol = pol
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
 		if l.Protocol == "tcp" {
 			continue
 		}
-		r, err := routerFor(cfg, l, gen.clusters, &gen.live)
+		r, err := routerFor(cfg, l, gen.clusters, &gen.live, pol)
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", l.Name, err)
 		}
@@ -114,6 +124,9 @@ func (g *Gateway) releaseOnce(gen *generation) {
 	}
 	gen.released = true
 	g.release(gen)
+	if cur := g.cur.Load(); gen.pol != nil && (cur == nil || cur == gen || cur.pol == nil || cur.pol.limits != gen.pol.limits) {
+		gen.pol.limits.close()
+	}
 	if g.metrics != nil && gen.obs != nil {
 		g.metrics.Retire(gen.obs)
 	}
