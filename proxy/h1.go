@@ -59,7 +59,7 @@ type h1conn struct {
 	ibuf   []byte   // 1xx heads
 	isHead bool     // the request's method is HEAD
 
-	rec  record     // the request's bookkeeping (record.go)
+	rec  record      // the request's bookkeeping (record.go)
 	pass *chain.Pass // the request's way through the route's policy chain (pooled; nil without)
 
 	// Method values made once per connection (a method value allocates).
