@@ -67,8 +67,6 @@ func TestCrossFieldChecks(t *testing.T) {
 		{"two listeners on one address", "version: 1\nlisteners: [{address: \"127.0.0.1:8080\"}, {address: \"127.0.0.1:8080\"}, {address: \"127.0.0.1:9901\"}]\n" + tail,
 			[]string{`f.yaml:2:52: listeners[1].address: 127.0.0.1:8080 is already listeners[0]'s address`,
 				`f.yaml:2:81: listeners[2].address: 127.0.0.1:9901 is already the admin address`}},
-		{"null mappings", "version: 1\nadmin:\nlisteners: [{address: \"127.0.0.1:8080\", limits: }]\nroutes: [{cluster: app, request_headers: {add: }, policies: }]\n" + clus,
-			[]string{`f.yaml:4:61: routes[0].policies: reserved for a later version (the route's overload policies, issue 11 part 3); remove it`}},
 		{"weight out of range", l + "clusters: [{name: app, endpoints: [{address: a:1, weight: 0}]}]\n",
 			[]string{`f.yaml:4:59: clusters[0].endpoints[0].weight: must be at least 1, got 0`}},
 	} {

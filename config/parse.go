@@ -76,17 +76,25 @@ func parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 	d.object(top, reflect.ValueOf(cfg).Elem(), "", 0)
 	(&validator{d: d, c: cfg, clean: d.Count() == 0}).config()
 	if err := d.Err(); err != nil {
-		return nil, inFileOrder(err)
+		return nil, inFileOrder(err, file)
 	}
 	return cfg, nil
 }
 
 // inFileOrder sorts the problems by position: the walker finds them in
-// file order, the checks across fields afterwards.
-func inFileOrder(err error) error {
+// file order, the checks across fields afterwards. Those of file come
+// first, then those of the files it names (rate-limit rules files), by
+// file.
+func inFileOrder(err error, file string) error {
+	other := func(e *yamlfile.Error) string {
+		if e.File == file {
+			return ""
+		}
+		return e.File
+	}
 	if fe, ok := err.(*yamlfile.FileError); ok {
 		slices.SortStableFunc(fe.Errors, func(a, b *yamlfile.Error) int {
-			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+			return cmp.Or(cmp.Compare(other(a), other(b)), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 		})
 	}
 	return err

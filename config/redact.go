@@ -28,9 +28,6 @@ func copyValue(dst, src reflect.Value, secret bool) {
 	switch src.Kind() {
 	case reflect.Struct:
 		dst.Set(src) // unexported fields too; exported ones are replaced below
-		if src.Type() == reservedType {
-			return
-		}
 		info := infoOf(src.Type())
 		for _, f := range info.fields {
 			copyValue(dst.Field(f.index), src.Field(f.index), f.secret)

@@ -58,7 +58,7 @@ func structOf(t reflect.Type) reflect.Type {
 	if t.Kind() == reflect.Slice || t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct || t == reservedType {
+	if t.Kind() != reflect.Struct || t == rulesDocType {
 		return nil
 	}
 	return t
@@ -68,10 +68,12 @@ var kindText = map[string]string{
 	"listen": "host:port", "listen-or-off": "host:port or off", "endpoint": "host:port", "name": "name",
 	"token": "token", "alpn": "ALPN name", "method": "method", "host": "host", "path": "path", "regex": "regular expression",
 	"cidr": "IP or CIDR", "dnsname": "DNS name", "status": "status or range", "filepath": "file path",
+	"class": "class", "retry-on": "error kind or status", "rules": "list of rules (rules file format)",
+	"identities": "mapping of names to {header: name}",
 }
 
 var plurals = map[string]string{"name": "names", "token": "tokens", "method": "methods", "host": "hosts",
-	"IP or CIDR": "IPs or CIDRs", "status or range": "statuses or ranges", "ALPN name": "ALPN names", "string": "strings"}
+	"IP or CIDR": "IPs or CIDRs", "status or range": "statuses or ranges", "error kind or status": "error kinds or statuses", "ALPN name": "ALPN names", "string": "strings"}
 
 // typeText names a field's type for the reference.
 func typeText(f *field, path string) string {
@@ -97,8 +99,8 @@ func typeText(f *field, path string) string {
 
 func scalarText(f *field, t reflect.Type) string {
 	switch {
-	case t == reservedType:
-		return "reserved"
+	case t == rulesDocType:
+		return kindText[f.kind]
 	case t == durationType:
 		return "duration"
 	case t == bytesType:

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/spillwayhq/spillway/shed"
 )
 
 // MaxRefBytes bounds what one file: reference may read.
@@ -155,6 +157,17 @@ func checkKind(kind, s, dir string) (string, error) {
 	case "status":
 		_, _, err := parseStatus(s)
 		return s, err
+	case "retry-on":
+		if _, ok := retryKinds[s]; ok {
+			return s, nil
+		}
+		if _, _, err := parseStatus(s); err != nil {
+			return s, fmt.Errorf("want an error kind (connect-failure, reset, timeout), a status (503) or a range (\"500-599\"), got %q", s)
+		}
+	case "class":
+		if _, ok := shed.ParseClass(s); !ok {
+			return s, fmt.Errorf("want a class: critical, default, sheddable, or 0 to %d, got %q", shed.MaxClasses-1, s)
+		}
 	}
 	return s, nil
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/spillwayhq/spillway/shed"
 )
 
 // The JSON Schema generator: a small walk over the same struct tags as the
@@ -68,8 +70,8 @@ func structSchema(t reflect.Type) object {
 func fieldSchema(f *field) object {
 	t := f.typ
 	switch {
-	case t == reservedType:
-		return object{"not": object{}}
+	case t == rulesDocType:
+		return rulesSchema(f.kind)
 	case t.Kind() == reflect.Pointer:
 		return structSchema(t.Elem())
 	case t.Kind() == reflect.Struct && t != durationType && t != bytesType:
@@ -109,9 +111,14 @@ func itemSchema(f *field, t reflect.Type) object {
 			}
 		}
 		s = object{"enum": vals}
-	case f.kind == "status":
+	case f.kind == "status", f.kind == "retry-on":
 		s = object{"anyOf": []any{object{"type": "string", "pattern": `^[1-5][0-9][0-9](-[1-5][0-9][0-9])?$`},
 			object{"type": "integer", "minimum": 100, "maximum": 599}}}
+		if f.kind == "retry-on" {
+			s["anyOf"] = append(s["anyOf"].([]any), object{"enum": []any{"connect-failure", "reset", "timeout"}})
+		}
+	case f.kind == "class":
+		s = object{"anyOf": []any{object{"type": "string"}, object{"type": "integer", "minimum": 0, "maximum": shed.MaxClasses - 1}}}
 	case t.Kind() == reflect.String:
 		return object{"type": "string"} // ${ENV} is a string too
 	case t.Kind() == reflect.Bool:

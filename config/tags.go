@@ -36,7 +36,6 @@ var infoCache sync.Map // reflect.Type → *structInfo
 var (
 	durationType = reflect.TypeFor[Duration]()
 	bytesType    = reflect.TypeFor[Bytes]()
-	reservedType = reflect.TypeFor[Reserved]()
 )
 
 // infoOf returns t's decoded fields: the exported fields with a yaml tag

@@ -22,6 +22,7 @@ type Config struct {
 	Drain     Drain      `yaml:"drain" doc:"What SIGTERM does: fail readiness, keep serving for delay, then stop within timeout."`
 	Reload    Reload     `yaml:"reload" doc:"Hot reload of this file (also on SIGHUP and POST /reload on the admin endpoint)."`
 	Overload  Overload   `yaml:"overload" doc:"The gateway's protection of itself, over all listeners: connections, TLS handshakes, heap and goroutines."`
+	RateLimit RateLimit  `yaml:"ratelimit" doc:"Where the routes' rate-limit state lives (the rules are the routes'): this process's memory, or Redis shared by every gateway using it."`
 
 	file string     // the name Load or Parse was given
 	pos  *positions // where each decoded value was written
@@ -119,7 +120,7 @@ type Route struct {
 	Match           Match     `yaml:"match" doc:"Which requests the route takes; absent: every request."`
 	Cluster         string    `yaml:"cluster" doc:"The cluster requests are sent to." required:"true" kind:"name"`
 	Timeouts        Timeouts  `yaml:"timeouts" doc:"Upstream timeouts (answered 504)."`
-	Streaming       bool      `yaml:"streaming" doc:"Long-lived exchanges (server-sent events, gRPC streams): timeouts.idle bounds the silence instead of timeouts.request bounding the whole exchange." default:"false"`
+	Streaming       bool      `yaml:"streaming" doc:"Long-lived exchanges (server-sent events, gRPC streams, long downloads): timeouts.idle bounds the silence instead of timeouts.request bounding the whole exchange, and they are kept out of the cluster's adaptive limit (bound them with policies.max_concurrent)." default:"false"`
 	RequestHeaders  HeaderOps `yaml:"request_headers" doc:"Headers changed on the way upstream."`
 	ResponseHeaders HeaderOps `yaml:"response_headers" doc:"Headers changed on the way back."`
 	Rewrite         Rewrite   `yaml:"rewrite" doc:"Path rewriting before forwarding."`
@@ -127,8 +128,8 @@ type Route struct {
 	Upgrades        []string  `yaml:"upgrades" doc:"Upgrade tokens forwarded (WebSocket), stored lower-cased; any other Upgrade request is refused." default:"websocket" kind:"token"`
 	AccessLog       string    `yaml:"access_log" doc:"One JSON line per request through log/slog (route, cluster, endpoint, method, host, status — 499 when the client left first —, reason code, bytes, duration, upstream duration, client IP, request id, attempts): off, full (every request) or sampled (a share of them, access_log_sample)." default:"off" enum:"off,full,sampled"`
 	AccessSample    float64   `yaml:"access_log_sample" doc:"With access_log: sampled, the share of requests logged, in (0, 1]." default:"0.01" min:"0.000001" max:"1"`
-	GRPC            bool      `yaml:"grpc" doc:"The route carries gRPC. Reserved for the policy chain (issue 13), which answers a gRPC route's refusals as gRPC statuses; today the gateway's own refusals are problem+json on every route." default:"false"`
-	Policies        Reserved  `yaml:"policies" doc:"Reserved for the route's overload policies (issue 11, part 3); must be absent for now."`
+	GRPC            bool      `yaml:"grpc" doc:"The route carries gRPC: refusals on it (rate limit, admission, deadline, breaker) are answered as gRPC statuses (trailers-only grpc-status RESOURCE_EXHAUSTED, UNAVAILABLE or DEADLINE_EXCEEDED, with grpc-retry-pushback-ms), not problem+json." default:"false"`
+	Policies        Policies  `yaml:"policies" doc:"The route's policy chain: class, deadline, rate-limit rules, retries (admission and the breaker are the cluster's); absent: retries with a budget and nothing else."`
 }
 
 // Match says which requests a route takes. Every condition given must hold.
@@ -177,9 +178,6 @@ type Rewrite struct {
 	Prefix string `yaml:"prefix" doc:"Replaces the part of the path that match.prefix matched (requires match.prefix)." kind:"path"`
 }
 
-// Reserved marks a field kept for a later version: it must be absent.
-type Reserved struct{}
-
 // Cluster is a group of endpoints and how to balance over them.
 type Cluster struct {
 	Name           string                `yaml:"name" doc:"Name that routes and tcp listeners refer to." required:"true" kind:"name"`
@@ -199,6 +197,8 @@ type Cluster struct {
 	TLS            *ClusterTLS           `yaml:"tls" doc:"TLS to the endpoints; absent: plaintext."`
 	Pool           Pool                  `yaml:"pool" doc:"Upstream connection pool, per endpoint."`
 	ProxyProtocol  string                `yaml:"proxy_protocol" doc:"PROXY protocol header sent first on every connection a tcp listener opens to the endpoints, carrying the client's address: off, v1 (text) or v2 (binary); only for clusters of tcp listeners." default:"off" enum:"off,v1,v2"`
+	Admission      *Admission            `yaml:"admission" doc:"Adaptive admission of the routes' requests to this cluster: a concurrency limit found from latency, shared by class, with a wait queue; absent: none."`
+	Breaker        *Breaker              `yaml:"breaker" doc:"Circuit breaker of the cluster, with an optional fallback; absent: none."`
 	table          balancer.TableBuilder // the ring or Maglev builder, made once by Load
 	tls            *tls.Config           // TLS made by Load; nil without
 }

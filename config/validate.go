@@ -33,7 +33,7 @@ func (v *validator) decoded(ptr any) bool {
 	p, _ := v.c.pos.at(ptr)
 	if fe, ok := v.d.Err().(*yamlfile.FileError); ok {
 		for _, e := range fe.Errors {
-			if e.Line == p.Line && e.Column == p.Column {
+			if e.File == v.d.File && e.Line == p.Line && e.Column == p.Column {
 				return false
 			}
 		}
@@ -83,6 +83,7 @@ func (v *validator) config() {
 	for i := range c.Clusters {
 		v.cluster(i, &c.Clusters[i])
 	}
+	v.policyChain(clusters)
 	v.admin(&c.Admin)
 	v.overload(&c.Overload)
 	v.proxyProtocolUse()

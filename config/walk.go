@@ -54,8 +54,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, f *field, path string, in
 	n = yamlfile.Resolve(n)
 	d.mark(v, n)
 	switch t := v.Type(); {
-	case t == reservedType:
-		d.Problem(n, "%s: reserved for a later version (the route's overload policies, issue 11 part 3); remove it", path)
+	case t == rulesDocType:
+		d.rulesDoc(n, v, path)
 	case t == durationType, t == bytesType, t.Kind() == reflect.Bool, t.Kind() == reflect.Int, t.Kind() == reflect.Float64:
 		if n, ok := d.scalar(n, path, true); ok {
 			d.number(n, v, f, path)
@@ -132,7 +132,7 @@ func (d *decoder) setDefault(v reflect.Value, f *field, index int) {
 		}
 		return
 	}
-	if v.Kind() == reflect.Struct && v.Type() != reservedType {
+	if v.Kind() == reflect.Struct {
 		info := infoOf(v.Type())
 		for i := range info.fields {
 			d.setDefault(v.Field(info.fields[i].index), &info.fields[i], index)
@@ -222,8 +222,8 @@ func (d *decoder) str(n *yaml.Node, f *field, path string) (string, bool) {
 	var s string
 	d.lastRef = ""
 	switch {
-	case n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float" || n.Tag == "!!bool") && (f.enum != nil || f.kind == "status"):
-		s = n.Value // min_version: 1.3, expected: [204], access_log: true (refused by name)
+	case n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float" || n.Tag == "!!bool") && (f.enum != nil || f.kind == "status" || f.kind == "retry-on" || f.kind == "class"):
+		s = n.Value // min_version: 1.3, expected: [204], on: [503], class: 0, access_log: true (refused by name)
 	default:
 		if s, ok = d.String(n, path); !ok {
 			return "", false

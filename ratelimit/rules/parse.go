@@ -55,6 +55,22 @@ func Parse(name string, data []byte) (*Set, error) {
 	if root == nil {
 		return nil, p.Err()
 	}
+	return p.finish(root)
+}
+
+// ParseNode parses a rules document that is part of another file, already
+// read as the YAML tree root (a mapping with rules and, optionally,
+// identities, trustedProxies, forwardedHeader and ipv6Prefix): the gateway's
+// configuration holds rules inline. It makes the checks Parse makes and
+// returns a validated Set, or nil and a *FileError whose problems are at
+// root's positions in that file, named file.
+func ParseNode(file string, root *yaml.Node) (*Set, error) {
+	p := &parser{Reader: yamlfile.Reader{File: file, Wrap: ErrInvalid, Max: MaxErrors}}
+	return p.finish(root)
+}
+
+// finish reads the tree of a parsed file into a validated Set.
+func (p *parser) finish(root *yaml.Node) (*Set, error) {
 	set := p.set(root)
 	if p.Count() > 0 {
 		return nil, p.Err()
