@@ -106,9 +106,9 @@ func TestPolicySectionDefaults(t *testing.T) {
 	})
 }
 
-// testdata/policies.yaml sets every policy field; each value lands in the
-// library's struct (expected values written by hand from the file).
-func TestPoliciesExample(t *testing.T) {
+// loadPolicies loads testdata/policies.yaml (its ${ENV} references set).
+func loadPolicies(t *testing.T) *Config {
+	t.Helper()
 	data, err := os.ReadFile("testdata/policies.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +117,13 @@ func TestPoliciesExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// testdata/policies.yaml sets every policy field; each value lands in the
+// library's struct (expected values written by hand from the file).
+func TestPoliciesExample(t *testing.T) {
+	c := loadPolicies(t)
 	rl := &c.RateLimit
 	hot := &ratelimit.HotKeysConfig{Width: 2048, Depth: 5, TopK: 5, Shards: 8, Interval: 30, Decay: 0.25, MinCount: 100}
 	check(t, cases{
@@ -204,6 +211,8 @@ func checkExampleClusters(t *testing.T, c *Config) {
 			Target: 0.002, Interval: 0.05}},
 		{"batch breaker", batch.Breaker.BreakerConfig(), breaker.Config{Window: breaker.CountWindow, WindowCalls: 50, MinCalls: 20,
 			FailureRate: 0.5, Recovery: 5, RecoveryMultiplier: 1, Trials: 1}},
+		{"consecutive breaker", c.Cluster("spare").Breaker.BreakerConfig(), breaker.Config{Threshold: 3, Recovery: 10,
+			RecoveryMultiplier: 1, Trials: 1}},
 		{"static fallback", [4]any{fb.Status, fb.Body, fb.ContentType, fb.Headers},
 			[4]any{200, `{"items": []}`, "application/json", map[string]string{"Cache-Control": "no-store"}}},
 	})
@@ -212,14 +221,7 @@ func checkExampleClusters(t *testing.T, c *Config) {
 // The Redis password is a secret: the redacted copy and its JSON (what
 // the admin /config serves) never show it; inline rules show as JSON.
 func TestPolicyRedacted(t *testing.T) {
-	data, err := os.ReadFile("testdata/policies.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := parse("testdata/policies.yaml", data, env("REDIS_PASSWORD", "pw-s3cret", "LOGIN_RATE", "5"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := loadPolicies(t)
 	r := c.Redacted()
 	if got := r.RateLimit.Redis.Password; got != RedactedValue {
 		t.Errorf("password %q", got)
@@ -294,6 +296,68 @@ func TestFallbackLoop(t *testing.T) {
 	in := pl + "routes: [{cluster: a}]\nclusters:\n" + fb("a", "b") + fb("b", "c") + fb("c", "a") + fb("d", "a")
 	got := problems(t, in, noEnv)
 	want := `f.yaml:5:74: clusters[0].breaker.fallback.cluster: the fallbacks go round in a loop (a → b → c → a)`
+	if strings.Join(got, "\n") != want {
+		t.Errorf("\n got %s\nwant %s", strings.Join(got, "\n     "), want)
+	}
+}
+
+// testdata/policies.yaml writes every field of every policy section at
+// least once, so TestPoliciesExample covers each mapping.
+func TestPoliciesExampleComplete(t *testing.T) {
+	c := loadPolicies(t)
+	given := map[string]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case reflect.Slice:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Struct:
+			info := infoOf(v.Type())
+			for _, f := range info.fields {
+				fv := v.Field(f.index)
+				if _, ok := c.Pos(fv.Addr().Interface()); ok {
+					given[v.Type().Name()+"."+f.name] = true
+				}
+				walk(fv)
+			}
+		}
+	}
+	walk(reflect.ValueOf(c).Elem())
+	// max_keys is store memory's, and the example's store is redis.
+	mem := mustParse(t, t.TempDir(), pl+"ratelimit: {max_keys: 5000}\n"+pr+clus, noEnv)
+	if got := mem.RateLimit.MemoryConfig(); !reflect.DeepEqual(got, ratelimit.MemoryConfig{MaxKeys: 5000}) {
+		t.Errorf("memory config %+v", got)
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[RateLimit](), reflect.TypeFor[Redis](), reflect.TypeFor[StoreBreaker](),
+		reflect.TypeFor[Leasing](), reflect.TypeFor[HotKeys](), reflect.TypeFor[Admission](), reflect.TypeFor[Shares](),
+		reflect.TypeFor[Queue](), reflect.TypeFor[Fairness](), reflect.TypeFor[Brownout](), reflect.TypeFor[Breaker](),
+		reflect.TypeFor[Fallback](), reflect.TypeFor[Policies](), reflect.TypeFor[Deadline](), reflect.TypeFor[RouteRateLimit](),
+		reflect.TypeFor[Retry](), reflect.TypeFor[RetryBackoff](), reflect.TypeFor[RetryBudget]()} {
+		for _, f := range infoOf(typ).fields {
+			if !given[typ.Name()+"."+f.name] && typ.Name()+"."+f.name != "RateLimit.max_keys" {
+				t.Errorf("testdata/policies.yaml never sets %s.%s", typ.Name(), f.name)
+			}
+		}
+	}
+}
+
+// On Redis rules of one id share their keys: the same limit on two routes
+// is one budget, two limits under one id are refused.
+func TestSharedRuleIDs(t *testing.T) {
+	const redis = "ratelimit: {store: redis, redis: {addresses: [127.0.0.1:6379]}}\n"
+	route := func(rate string) string {
+		return "  - {cluster: app, policies: {ratelimit: {rules: [{id: a, rate: " + rate + ", per: 1s}]}}}\n"
+	}
+	mustParse(t, t.TempDir(), pl+redis+"routes:\n"+route("5")+route("5")+clus, noEnv)
+	mustParse(t, t.TempDir(), pl+"routes:\n"+route("5")+route("7")+clus, noEnv) // memory: each route its own stores
+	got := problems(t, pl+redis+"routes:\n"+route("5")+route("7")+clus, noEnv)
+	want := `f.yaml:6:50: routes[1].policies.ratelimit: rule "a": routes[0] has a rule of this id with another limit; on Redis both would count in the same keys: give one another id`
 	if strings.Join(got, "\n") != want {
 		t.Errorf("\n got %s\nwant %s", strings.Join(got, "\n     "), want)
 	}

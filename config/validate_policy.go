@@ -36,6 +36,35 @@ func (v *validator) policyChain(clusters map[string]int) {
 	for i := range c.Routes {
 		v.policies(fmt.Sprintf("routes[%d].policies", i), &c.Routes[i].Policies, files)
 	}
+	if c.RateLimit.Store == "redis" {
+		v.sharedRuleIDs()
+	}
+}
+
+// sharedRuleIDs refuses rules of one id with different limits on
+// different routes: on Redis a rule's keys are prefix:{key}:id, so they
+// would share their state, and the scripts of different limits cannot.
+func (v *validator) sharedRuleIDs() {
+	type first struct {
+		route int
+		spec  ratelimit.Spec
+	}
+	seen := map[string]first{}
+	for i := range v.c.Routes {
+		rl := v.c.Routes[i].Policies.RateLimit
+		if rl == nil || rl.set == nil {
+			continue
+		}
+		for _, r := range rl.set.Rules {
+			f, dup := seen[r.ID]
+			switch {
+			case !dup:
+				seen[r.ID] = first{i, r.Spec}
+			case f.route != i && f.spec != r.Spec:
+				v.at(&rl.Rules, &rl.File)("routes[%d].policies.ratelimit: rule %q: routes[%d] has a rule of this id with another limit; on Redis both would count in the same keys: give one another id", i, r.ID, f.route)
+			}
+		}
+	}
 }
 
 // fieldPtr names a field of the file for the checks below.
