@@ -70,9 +70,6 @@ func New(cfg Config) *Chain {
 // Guard returns the route's cluster guard (nil: none).
 func (c *Chain) Guard() *Guard { return c.cfg.Guard }
 
-// Config returns what the chain was built from.
-func (c *Chain) Config() *Config { return &c.cfg }
-
 // Admit runs the stages before the upstream for the request v that
 // arrived at now: deadline, rate limits, bulkhead, admission. It fills p
 // (which it resets) and returns nil when the request may go on — the

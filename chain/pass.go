@@ -149,9 +149,6 @@ func (p *Pass) Class() shed.Class { return p.class }
 // optional work (true without a dimmer).
 func (p *Pass) Optional() bool { return p.optional || p.ticket == nil }
 
-// Waited is the time the request spent in the admission queue.
-func (p *Pass) Waited() float64 { return p.wait }
-
 // RateLimitFields returns the IETF RateLimit-Policy and RateLimit values
 // the rate limit reported for the request (nil when none).
 func (p *Pass) RateLimitFields() (policy, limit []byte) { return p.rl.Policy, p.rl.Limit }

@@ -12,6 +12,7 @@ import (
 	budget "github.com/spillwayhq/spillway/deadline"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
+	"github.com/spillwayhq/spillway/retry"
 	"github.com/spillwayhq/spillway/upstream"
 )
 
@@ -170,21 +171,28 @@ func kindOf(err error, timedOut bool) upstream.Kind {
 	return upstream.KindCanceled
 }
 
-// retryAfterOf reads an upstream answer's Retry-After in whole seconds
-// (-1: none, or an HTTP date, which is not worth parsing per request).
+// retryAfterOf reads an upstream answer's Retry-After, in seconds
+// (-1: none or malformed).
 func retryAfterOf(h *httpwire.ResponseHead) float64 {
 	for i := range h.Fields {
-		f := &h.Fields[i]
-		if !httpwire.EqualFold(f.Name, "retry-after") {
-			continue
+		if f := &h.Fields[i]; httpwire.EqualFold(f.Name, "retry-after") {
+			return serverDelay(bstr(f.Value))
 		}
-		n, err := strconv.ParseUint(bstr(f.Value), 10, 31)
-		if err != nil {
-			return -1
-		}
-		return float64(n)
 	}
 	return -1
+}
+
+// serverDelay is a Retry-After value in seconds (retry.ParseRetryAfter:
+// delay-seconds or an HTTP-date); -1 when absent or malformed.
+func serverDelay(v string) float64 {
+	if v == "" {
+		return -1
+	}
+	d, ok := retry.ParseRetryAfter(v, time.Now())
+	if !ok {
+		return -1
+	}
+	return d.Seconds()
 }
 
 // pickFor picks an endpoint for one attempt of a request with policy
@@ -214,16 +222,19 @@ func (c *Cluster) pickFor(now float64, v *request.View, p *chain.Pass) (*balance
 	return es, nil
 }
 
-// exchangeTimeout bounds one exchange: the route's request timeout, cut
-// to the request's remaining budget.
+// exchangeTimeout bounds one HTTP/1.1 exchange (see exchangeBound).
 func (c *h1conn) exchangeTimeout(rt *Route) time.Duration {
+	return exchangeBound(rt, c.out.pass, c.s.cfg.Clock.Now())
+}
+
+// exchangeBound is the bound on a whole exchange at now: the route's
+// request timeout (none when streaming), cut to the request's remaining
+// budget when it has one; 0: none.
+func exchangeBound(rt *Route, p *chain.Pass, now float64) time.Duration {
 	d := requestTimeout(rt)
-	if p := c.out.pass; p != nil {
-		if dl := p.Deadline(); dl > 0 {
-			left := clock.Duration(max(dl-c.s.cfg.Clock.Now(), 1e-6))
-			if d == 0 || left < d {
-				d = left
-			}
+	if p != nil && p.Deadline() > 0 {
+		if left := clock.Duration(max(p.Deadline()-now, 1e-6)); d == 0 || left < d {
+			d = left
 		}
 	}
 	return d

@@ -8,10 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/spillwayhq/spillway/chain"
-	"github.com/spillwayhq/spillway/clock"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
@@ -154,16 +152,7 @@ func stdAttempt(ctx context.Context, w http.ResponseWriter, r *http.Request, v *
 // stdContext bounds an HTTP/2 request's exchanges: the route's request
 // timeout (none when streaming), cut to the request's deadline.
 func stdContext(parent context.Context, rt *Route, p *chain.Pass, now float64) (context.Context, context.CancelFunc) {
-	var d time.Duration
-	if !rt.Streaming {
-		d = rt.RequestTimeout
-	}
-	if p != nil && p.Deadline() > 0 {
-		if left := clock.Duration(max(p.Deadline()-now, 1e-6)); d == 0 || left < d {
-			d = left
-		}
-	}
-	if d > 0 {
+	if d := exchangeBound(rt, p, now); d > 0 {
 		return context.WithTimeout(parent, d)
 	}
 	return context.WithCancel(parent)
@@ -206,7 +195,7 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	}
 	defer resp.Body.Close()
 	rec.headArrived()
-	if resp.StatusCode >= 500 && t.again(chain.Failure{Status: resp.StatusCode, After: stdRetryAfter(resp.Header)}) {
+	if resp.StatusCode >= 500 && t.again(chain.Failure{Status: resp.StatusCode, After: serverDelay(resp.Header.Get("Retry-After"))}) {
 		return resp.StatusCode, false, true
 	}
 	// x/net's transport looks at the context only between its own steps:
@@ -233,19 +222,6 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 		w.Header()[http.TrailerPrefix+k] = vs
 	}
 	return resp.StatusCode, false, false
-}
-
-// stdRetryAfter reads a Retry-After in whole seconds (-1: none).
-func stdRetryAfter(h http.Header) float64 {
-	v := h.Get("Retry-After")
-	if v == "" {
-		return -1
-	}
-	n, err := strconv.ParseUint(v, 10, 31)
-	if err != nil {
-		return -1
-	}
-	return float64(n)
 }
 
 // forwardH1 sends an HTTP/2 client's request to an HTTP/1.1 pool; it
