@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/limit"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/retry"
@@ -106,16 +107,19 @@ func (c *Chain) route(ctx context.Context, clk clock.Clock, now *float64, v *req
 	case ok:
 		p.deadline = *now + d
 	}
-	if c.cfg.Limits != nil {
-		if ref := c.rateLimit(ctx, clk, now, v, p); ref != nil {
-			return ref
-		}
-	}
 	if c.cfg.ClassHeader && v.Trusted {
 		if s, ok := v.Get(shed.ClassHeader); ok {
 			if cl, ok := shed.ParseClass(s); ok {
 				p.class = cl
 			}
+		}
+	}
+	if c.infeasible(*now, p) {
+		return c.deadlineRef
+	}
+	if c.cfg.Limits != nil {
+		if ref := c.rateLimit(ctx, clk, now, v, p); ref != nil {
+			return ref
 		}
 	}
 	if n := c.cfg.Bulkhead; n > 0 {
@@ -126,6 +130,23 @@ func (c *Chain) route(ctx context.Context, clk clock.Clock, now *float64, v *req
 		p.bulk = true
 	}
 	return nil
+}
+
+// infeasible reports whether p's deadline falls within the current wait
+// of the cluster's admission queue: the Gate would refuse the request
+// (limit.ReasonDeadline), and the chain does first, before it costs a
+// rate-limit token or a place, counting it as the Gate would.
+func (c *Chain) infeasible(now float64, p *Pass) bool {
+	g := c.cfg.Guard
+	if p.deadline == 0 || g == nil || g.Gate == nil || c.cfg.Streaming || g.AdmitShadow || g.AdmissionBypassed() {
+		return false
+	}
+	l := g.Gate.Limiter()
+	if p.deadline > now+l.QueueWait() {
+		return false
+	}
+	l.Refused(p.class, limit.ReasonDeadline)
+	return true
 }
 
 // rateLimit decides the rules; a leaky-queue rule's wait is slept here,
