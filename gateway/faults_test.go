@@ -1,0 +1,275 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	svc "github.com/spillwayhq/spillway/backend"
+)
+
+// Upstream fault tests (issue 13, item 7): real backends on loopback
+// (package backend: timer-based service, so a busy machine does not
+// change their capacity) killed, restarted, hung and added behind a
+// gateway under open-loop load.
+
+// ufID is the header the fault tests tag requests with; the backends
+// count requests by its value.
+const ufID = "X-Fault-Id"
+
+// ufSvc is one life of a backend.Backend served over HTTP/1.1 on a
+// loopback address: kill resets its listener and every connection at
+// once, stop shuts it down gracefully; a new life may then listen on the
+// same address.
+type ufSvc struct {
+	addr string
+	be   *svc.Backend
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+	once sync.Once
+
+	mu    sync.Mutex
+	conns []net.Conn // every connection accepted (a test's few hundred)
+}
+
+// ufConfig is a backend named name with 64 workers, a queue of 64 and
+// constant service time mean, counting requests by ufID.
+func ufConfig(name string, mean time.Duration) svc.Config {
+	return svc.Config{Name: name, Workers: 64, Queue: 64, CountHeader: ufID,
+		Service: svc.Dist{Kind: svc.Constant, Mean: mean}}
+}
+
+// startUF serves a new backend of cfg on addr ("127.0.0.1:0": any free
+// port) until kill, stop or the test's end.
+func startUF(t *testing.T, addr string, cfg svc.Config) *ufSvc {
+	t.Helper()
+	be, err := svc.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	for try := 0; ; try++ { // the same address again: it may take a moment to be free
+		if ln, err = net.Listen("tcp", addr); err == nil || try == 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &ufSvc{addr: ln.Addr().String(), be: be, ln: ln, done: make(chan struct{})}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	s.srv = &http.Server{Protocols: p, Handler: be}
+	go func() { defer close(s.done); _ = s.srv.Serve(ufListener{ln, s}) }()
+	t.Cleanup(s.kill)
+	return s
+}
+
+// ufListener records the connections it accepts in its ufSvc.
+type ufListener struct {
+	net.Listener
+	s *ufSvc
+}
+
+func (l ufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.s.mu.Lock()
+		l.s.conns = append(l.s.conns, c)
+		l.s.mu.Unlock()
+	}
+	return c, err
+}
+
+// kill ends the backend as a crash does: the listener closed (the
+// address refuses), every connection reset (RST, no FIN), then the
+// requests it held end unanswered. Idempotent.
+func (s *ufSvc) kill() {
+	s.once.Do(func() {
+		_ = s.ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		s.be.Close()
+		_ = s.srv.Close()
+		<-s.done
+	})
+}
+
+// stop shuts the backend down gracefully: no new connection, idle ones
+// closed, the requests in flight finished. Idempotent.
+func (s *ufSvc) stop(t *testing.T) {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			t.Errorf("backend %s: Shutdown: %v", s.addr, err)
+		}
+		s.be.Close()
+		<-s.done
+	})
+}
+
+// tagged counts the requests s received whose ufID starts with prefix.
+func (s *ufSvc) tagged(prefix string) map[string]int64 {
+	out := map[string]int64{}
+	for id, n := range s.be.Stats().ByHeader {
+		if id != "" && strings.HasPrefix(id, prefix) {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// ufOK is the backends' answer to a served request.
+func ufOK(b string) bool { return b == "ok\n" }
+
+// ufLoad starts open-loop GET load on url over an HTTP/1.1 and an h2c
+// client; the returned stop (also run at cleanup, idempotent) ends it.
+func ufLoad(t *testing.T, url string, rate float64) (*loadGen, func()) {
+	l := startLoad(url, rate, ufOK, h1Client(t), h2cClient(t))
+	stop := sync.OnceFunc(l.Stop)
+	t.Cleanup(stop)
+	return l, stop
+}
+
+// ufAnswer is one response as a test goroutine saw it.
+type ufAnswer struct {
+	code         int
+	reason, body string
+	err          error
+}
+
+// send sends one request with ufID id (safe off the test goroutine).
+func ufSend(c *http.Client, method, url, id string) ufAnswer {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return ufAnswer{err: err}
+	}
+	req.Header.Set(ufID, id)
+	resp, err := c.Do(req)
+	if err != nil {
+		return ufAnswer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return ufAnswer{code: resp.StatusCode, reason: resp.Header.Get("Spillway-Reason"), body: string(b), err: err}
+}
+
+// quoted lists addresses as a YAML flow sequence's items.
+func ufAddrs(svcs ...*ufSvc) string {
+	var b strings.Builder
+	for i, s := range svcs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", s.addr)
+	}
+	return b.String()
+}
+
+// TestFaultBackendKilled: three endpoints under 200 GET/s with retries
+// on, and twelve POSTs without Idempotency-Key in flight (half over
+// HTTP/1.1, half over h2c, each held 1.2 s by its backend); one backend is
+// killed (listener closed, connections reset) while it holds POSTs and at
+// least one GET. Every GET is answered 200 (the ones in flight at the
+// kill retried on another endpoint, later ones refused by the dead
+// address retried too until the outlier detector ejects it); every POST
+// reached exactly one backend, once; those at the killed one are answered
+// 502 upstream-reset, the others 200.
+func TestFaultBackendKilled(t *testing.T) {
+	noLeaks(t)
+	svcs := make([]*ufSvc, 3)
+	for i := range svcs {
+		cfg := ufConfig(fmt.Sprint("s", i), 30*time.Millisecond)
+		cfg.Costs = map[string]float64{"/post": 40} // 1.2 s
+		svcs[i] = startUF(t, "127.0.0.1:0", cfg)
+	}
+	g := start(t, `
+version: 1
+admin: {address: off}
+reload: {watch: false}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes: [{name: main, cluster: app, policies: {retry: {attempts: 2}}}]
+clusters:
+  - name: app
+    endpoints: [`+ufAddrs(svcs...)+`]
+    health: {outlier: {consecutive_gateway_failure: 3, base_ejection_time: 1m}}
+`)
+	url := "http://" + g.Addr("web")
+	load, stopLoad := ufLoad(t, url+"/get", 200)
+	eventually(t, 10*time.Second, "GETs at every backend", func() bool {
+		return svcs[0].be.Stats().Served > 0 && svcs[1].be.Stats().Served > 0 && svcs[2].be.Stats().Served > 0
+	})
+
+	const posts = 12
+	answers := make([]ufAnswer, posts)
+	var wg sync.WaitGroup
+	clients := []*http.Client{h1Client(t), h2cClient(t)}
+	for i := range posts {
+		wg.Go(func() { answers[i] = ufSend(clients[i%2], "POST", url+"/post", fmt.Sprint("post-", i)) })
+	}
+	arrived := func() int {
+		n := 0
+		for _, s := range svcs {
+			n += len(s.tagged("post-"))
+		}
+		return n
+	}
+	eventually(t, 10*time.Second, "every POST at a backend", func() bool { return arrived() == posts })
+	victim := svcs[0]
+	for _, s := range svcs[1:] {
+		if len(s.tagged("post-")) > len(victim.tagged("post-")) {
+			victim = s
+		}
+	}
+	held := len(victim.tagged("post-"))
+	eventually(t, 10*time.Second, "a GET in flight at the victim", func() bool { return victim.be.Stats().InFlight > held })
+	gets := victim.be.Stats().InFlight - held
+	victim.kill()
+	time.Sleep(1500 * time.Millisecond) // the load goes on without the victim
+	stopLoad()
+	wg.Wait()
+	summary := load.verify(t, 300) // 200/s for 2 s and more; a starved machine still sends 300
+
+	at := map[string]*ufSvc{}
+	for _, s := range svcs {
+		for id, n := range s.tagged("post-") {
+			if n != 1 || at[id] != nil {
+				t.Errorf("POST %s reached a backend %d times, and another before: %v (want once, at one backend)", id, n, at[id] != nil)
+			}
+			at[id] = s
+		}
+	}
+	resets := 0
+	for i, a := range answers {
+		id := fmt.Sprint("post-", i)
+		switch {
+		case a.err != nil:
+			t.Errorf("POST %s: %v", id, a.err)
+		case at[id] == victim && (a.code != 502 || a.reason != "upstream-reset"):
+			t.Errorf("POST %s held by the killed backend: %d %q %q, want 502 upstream-reset", id, a.code, a.reason, a.body)
+		case at[id] == victim:
+			resets++
+		case a.code != 200 || a.body != "ok\n":
+			t.Errorf("POST %s at a live backend: %d %q %q, want 200", id, a.code, a.reason, a.body)
+		}
+	}
+	if resets == 0 || resets != held {
+		t.Errorf("POSTs answered 502: %d, held by the killed backend: %d (want equal, > 0)", resets, held)
+	}
+	t.Logf("load: %s; at the kill the victim held %d POSTs and %d GETs", summary, held, gets)
+}
