@@ -79,9 +79,6 @@ func (c *Chain) Guard() *Guard { return c.cfg.Guard }
 // queue) when the client leaves; clk is read after a wait.
 func (c *Chain) Admit(ctx context.Context, clk clock.Clock, now float64, v *request.View, p *Pass) *Refusal {
 	*p = Pass{c: c, start: now, RetryAfter: -1, class: c.cfg.Class}
-	if c.cfg.Retry != nil && !c.Bypassed() {
-		c.cfg.Retry.RecordRequest(now)
-	}
 	p.idempotent = idempotent(v)
 	if !c.Bypassed() {
 		if ref := c.route(ctx, clk, &now, v, p); ref != nil {
@@ -92,6 +89,11 @@ func (c *Chain) Admit(ctx context.Context, clk clock.Clock, now float64, v *requ
 	if ref := c.admit(ctx, clk, now, v, p); ref != nil {
 		c.stats.refused.Add(1)
 		return ref
+	}
+	if c.cfg.Retry != nil && !c.Bypassed() {
+		// Only a request let through earns retries: a refused one never
+		// reaches the cluster.
+		c.cfg.Retry.RecordRequest(now)
 	}
 	return nil
 }
@@ -212,14 +214,16 @@ func grpcCode(status int) int {
 }
 
 // idempotent reports whether v may be sent twice: its method is
-// idempotent (RFC 9110 section 9.2.2), or it carries an Idempotency-Key.
+// idempotent (RFC 9110 section 9.2.2), or it carries a non-empty
+// Idempotency-Key (an empty one names nothing the server could
+// deduplicate; retry.Idempotent's rule).
 func idempotent(v *request.View) bool {
 	switch v.Method {
 	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
 		return true
 	}
-	_, ok := v.Get("Idempotency-Key")
-	return ok
+	k, ok := v.Get("Idempotency-Key")
+	return ok && k != ""
 }
 
 // clientHash identifies the client for fairness: its address (FNV-1a).
