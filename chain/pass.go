@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"math"
+
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/limit"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
@@ -67,9 +69,21 @@ func (p *Pass) Attempt(now float64) (ref *Refusal, useFallback bool) {
 	g := p.c.cfg.Guard
 	ref, useFallback = g.allow(now, p)
 	if ref != nil && ref.Retry {
-		p.RetryAfter = max(1, int64(g.Breaker.Snapshot().OpenFor+0.999))
+		p.RetryAfter = breakerWait(g, now)
 	}
 	return ref, useFallback
+}
+
+// breakerWait is the Retry-After of a breaker refusal at now, in whole
+// seconds, at least 1: the time left before the open breaker lets a trial
+// through; the whole open time when it is forced open (no end to wait for).
+func breakerWait(g *Guard, now float64) int64 {
+	s := g.Breaker.Snapshot()
+	left := s.OpenFor
+	if g.ForcedBreaker() != "open" {
+		left = s.OpenedAt + s.OpenFor - now
+	}
+	return max(1, int64(math.Ceil(left)))
 }
 
 // AttemptDone reports the attempt's result to the breaker: failed is the
