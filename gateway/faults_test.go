@@ -273,3 +273,86 @@ clusters:
 	}
 	t.Logf("load: %s; at the kill the victim held %d POSTs and %d GETs", summary, held, gets)
 }
+
+// TestFaultRollingRestart: three endpoints with active checks and a 3 s
+// slow start under 300 GET/s; each in turn is drained through the admin
+// API, stopped once its in-flight count is 0, seen down by the checks,
+// started again on the same address, seen up, and undrained. No request
+// fails; each new process is slow-starting when undrained and gets less
+// than half the mean of the others' requests in its first second (at
+// full weight it would get as many).
+func TestFaultRollingRestart(t *testing.T) {
+	noLeaks(t)
+	svcs := make([]*ufSvc, 3)
+	for i := range svcs {
+		svcs[i] = startUF(t, "127.0.0.1:0", ufConfig(fmt.Sprint("s", i), 20*time.Millisecond))
+	}
+	g := start(t, `
+version: 1
+admin: {address: "127.0.0.1:0"}
+reload: {watch: false}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes: [{name: main, cluster: app}]
+clusters:
+  - name: app
+    endpoints: [`+ufAddrs(svcs...)+`]
+    slow_start: 3s
+    health: {active: {path: /healthz, interval: 100ms, timeout: 100ms, jitter: 0, fall: 2, rise: 2}}
+`)
+	cl := g.cur.Load().clusters["app"]
+	healthy := func(addr string, want bool) func() bool {
+		return func() bool { h, _ := cl.checker.Healthy(addr); return h == want }
+	}
+	for _, s := range svcs {
+		eventually(t, 10*time.Second, "every endpoint healthy", healthy(s.addr, true))
+	}
+	load, stopLoad := ufLoad(t, "http://"+g.Addr("web")+"/get", 300)
+	ep := "/clusters/app/endpoints/"
+	var shares []string
+	for i, s := range svcs {
+		if code, body := adminPost(t, g, ep+s.addr+"/drain"); code != 200 {
+			t.Fatalf("drain %s: %d %s", s.addr, code, body)
+		}
+		eventually(t, 10*time.Second, "no request in flight at the drained endpoint", func() bool {
+			return inFlight(t, g, "app", s.addr).InFlight == 0
+		})
+		s.stop(t)
+		eventually(t, 10*time.Second, "the stopped endpoint seen down", healthy(s.addr, false))
+		n := startUF(t, s.addr, ufConfig(fmt.Sprint("s", i, "-new"), 20*time.Millisecond))
+		svcs[i] = n
+		eventually(t, 10*time.Second, "the new process seen up", healthy(n.addr, true))
+		before := arrivals(svcs)
+		if code, body := adminPost(t, g, ep+n.addr+"/undrain"); code != 200 {
+			t.Fatalf("undrain %s: %d %s", n.addr, code, body)
+		}
+		if st := endpointStates(t, g, "app")[n.addr]; st != "slow-starting" {
+			t.Errorf("the new process of %s undrained: %s, want slow-starting", n.addr, st)
+		}
+		time.Sleep(time.Second)
+		got := arrivals(svcs)
+		var others int64
+		for j := range got {
+			got[j] -= before[j]
+			if j != i {
+				others += got[j]
+			}
+		}
+		shares = append(shares, fmt.Sprint(got))
+		if mean := float64(others) / 2; mean < 50 || float64(got[i]) >= 0.5*mean {
+			t.Errorf("first second after the restart of %s: requests per endpoint %v, want the new one (%d) below half the others' mean %.0f (and that at least 50)",
+				n.addr, got, i, mean)
+		}
+	}
+	stopLoad()
+	summary := load.verify(t, 600) // 300/s for over 3 s; a starved machine still sends 600
+	t.Logf("load: %s; requests per endpoint in the first second after each restart: %v", summary, shares)
+}
+
+// arrivals returns the requests each backend has received.
+func arrivals(svcs []*ufSvc) []int64 {
+	out := make([]int64, len(svcs))
+	for i, s := range svcs {
+		out[i] = s.be.Stats().Arrived
+	}
+	return out
+}
