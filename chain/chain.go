@@ -78,7 +78,8 @@ func (c *Chain) Guard() *Guard { return c.cfg.Guard }
 // whatever p held. ctx ends the waits (a rate-limit queue, the admission
 // queue) when the client leaves; clk is read after a wait.
 func (c *Chain) Admit(ctx context.Context, clk clock.Clock, now float64, v *request.View, p *Pass) *Refusal {
-	*p = Pass{c: c, start: now, RetryAfter: -1, class: c.cfg.Class}
+	p.state = state{c: c, start: now, class: c.cfg.Class}
+	p.RetryAfter = -1
 	p.idempotent = idempotent(v)
 	if !c.Bypassed() {
 		if ref := c.route(ctx, clk, &now, v, p); ref != nil {
@@ -155,6 +156,7 @@ func (c *Chain) infeasible(now float64, p *Pass) bool {
 // unless it would pass the deadline.
 func (c *Chain) rateLimit(ctx context.Context, clk clock.Clock, now *float64, v *request.View, p *Pass) *Refusal {
 	vd := &p.rl
+	p.rlOn = true
 	c.cfg.Limits.Check(ctx, *now, v, c.cfg.Route, vd)
 	if !vd.Allowed {
 		p.RetryAfter = vd.RetryAfter

@@ -14,6 +14,19 @@ import (
 // deadline, class, the rate limit's fields). The engine keeps one per
 // connection or stream and reuses it; Admit resets it.
 type Pass struct {
+	state
+	// rl is the rate limit's verdict. Admit keeps it (Check resets it):
+	// its client-address cache spares formatting the address of the same
+	// client again. rlOn (in state) says it is this request's.
+	rl httplimit.Verdict
+
+	// RetryAfter is the Retry-After, in seconds, of the refusal Admit or
+	// Attempt returned (-1: none).
+	RetryAfter int64
+}
+
+// state is what a Pass holds for one request only: Admit zeroes it.
+type state struct {
 	c          *Chain
 	start      float64
 	deadline   float64 // absolute, seconds; 0: none
@@ -35,12 +48,8 @@ type Pass struct {
 	tried    [maxTried]string
 	nTried   int
 
-	rl    httplimit.Verdict
+	rlOn  bool // rl is the verdict of this request's rate limit
 	rlRef Refusal
-
-	// RetryAfter is the Retry-After, in seconds, of the refusal Admit or
-	// Attempt returned (-1: none).
-	RetryAfter int64
 }
 
 // maxTried bounds the endpoints a Pass remembers for retries.
@@ -165,7 +174,12 @@ func (p *Pass) Optional() bool { return p.optional || p.ticket == nil }
 
 // RateLimitFields returns the IETF RateLimit-Policy and RateLimit values
 // the rate limit reported for the request (nil when none).
-func (p *Pass) RateLimitFields() (policy, limit []byte) { return p.rl.Policy, p.rl.Limit }
+func (p *Pass) RateLimitFields() (policy, limit []byte) {
+	if !p.rlOn {
+		return nil, nil
+	}
+	return p.rl.Policy, p.rl.Limit
+}
 
 // Brownout returns the field that carries the request's brownout
 // decision upstream and the decision; ok false without a dimmer.
