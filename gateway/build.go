@@ -92,6 +92,9 @@ func routerFor(cfg *config.Config, l *config.Listener, clusters map[string]*clus
 			return router{}, err
 		}
 		rt.Policy, rt.Fallback, rt.GRPC = ch, fallback, r.GRPC
+		if r.Policies.Retry.Attempts > 1 {
+			rt.ReplayBytes = int64(r.Policies.Retry.BufferBytes)
+		}
 		if err := out.t.Add(matchOf(&r.Match), rt); err != nil {
 			return router{}, fmt.Errorf("route %q: %w", r.Name, err)
 		}

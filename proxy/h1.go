@@ -44,9 +44,13 @@ type h1conn struct {
 	ureq  upstream.Request
 	uresp upstream.Response
 	body  reqBody
-	cw    httpwire.ChunkedWriter // re-chunks response bodies
-	watch watcher
-	state atomic.Int32 // connActive, connIdle, connClosing
+	// replay keeps the body for a retry (replay.go); replayR reads it.
+	// The engine is synchronous: no attempt outlives the next one.
+	replay  replay
+	replayR replayReader
+	cw      httpwire.ChunkedWriter // re-chunks response bodies
+	watch   watcher
+	state   atomic.Int32 // connActive, connIdle, connClosing
 
 	// Max age (age.go): the deadline (0: none), set before the sweeper
 	// sees the connection; aged, set by the sweeper past it; tunneling,

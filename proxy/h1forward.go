@@ -16,6 +16,11 @@ import (
 func (c *h1conn) forward(rt *Route, m int) bool {
 	hasBody := c.out.length > 0 || c.out.length == bodyChunked
 	p := c.out.pass
+	if keep := replayLimit(rt, p, hasBody, c.out.length); keep > 0 {
+		c.body.reset(c, rt)
+		c.replay.start(&c.body, keep)
+		defer c.replay.release()
+	}
 	for {
 		if p != nil {
 			ref, fallback := p.Attempt(c.rec.tryAt)
@@ -57,7 +62,7 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
 	c.watch.arm(ctx.cancelFn, c.exchangeTimeout(rt))
-	if !hasBody {
+	if !hasBody || c.replay.complete() {
 		c.watch.start()
 	}
 	c.rec.sending()
@@ -66,7 +71,7 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 		c.watch.stop()
 		c.finishFailed(es, err, c.watch.timedOut)
 		c.attemptDone(!c.watch.gone)
-		if !c.watch.gone && c.body.err == nil && c.retry(chain.Failure{Kind: kindOf(err, c.watch.timedOut), Replayable: !hasBody, After: -1}) {
+		if !c.watch.gone && c.body.err == nil && c.retry(chain.Failure{Kind: kindOf(err, c.watch.timedOut), Replayable: !hasBody || c.replay.replayable(), After: -1}) {
 			return false, true
 		}
 		return c.upstreamFailed(cl, err, c.watch.timedOut), false
@@ -82,7 +87,7 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 		c.rec.at = 0 // the record ends with the tunnel
 		return false, false
 	}
-	if status >= 500 && c.out.pass != nil && !hasBody && c.retryStatus(es, status) {
+	if status >= 500 && c.out.pass != nil && (!hasBody || c.replay.replayable()) && c.retryStatus(es, status) {
 		return false, true
 	}
 	keep = c.copyResponse(rt, m, hasBody)
@@ -169,7 +174,9 @@ func requestTimeout(rt *Route) time.Duration {
 	return rt.RequestTimeout
 }
 
-// prepareRequest fills c.ureq for the upstream.
+// prepareRequest fills c.ureq for the upstream: the client's body on the
+// first attempt, its replay (kept bytes, then the rest from the client)
+// on the next ones.
 func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 	c.ureq = upstream.Request{
 		Method:        c.method[:m],
@@ -182,8 +189,12 @@ func (c *h1conn) prepareRequest(rt *Route, m int, hasBody bool) {
 		c.ureq.ReadTimeout = rt.IdleTimeout
 	}
 	if hasBody {
-		c.body.reset(c, rt)
-		c.ureq.Body = &c.body
+		if c.replay.src == nil {
+			c.body.reset(c, rt)
+			c.ureq.Body = &c.body
+		} else {
+			c.ureq.Body = c.replay.attempt(&c.replayR)
+		}
 		c.ureq.BodyLength = c.out.length
 		if c.out.length == bodyChunked {
 			c.ureq.Trailers = c.trailersFn

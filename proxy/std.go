@@ -49,15 +49,27 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		gr := *r
 		gr.Body = http.NoBody
 		r = &gr
-	} else if r.Body != nil && r.Body != http.NoBody {
-		g := &bodyGate{rc: r.Body, idle: idle, read: &rec.bytesIn}
+	}
+	var g *bodyGate
+	if r.Body != nil && r.Body != http.NoBody {
+		g = &bodyGate{rc: r.Body, idle: idle, read: &rec.bytesIn}
 		defer g.shut()
 		gr := *r // the engine's copy: the caller's request is not changed
 		gr.Body = g
 		r = &gr
 	}
 	t := stdTry{s: s, pass: o.pass, replayable: r.Body == http.NoBody}
+	var rep *replay // allocated: a stale attempt's reader may outlive the request
+	if keep := replayLimit(rt, o.pass, g != nil, o.length); keep > 0 {
+		rep = new(replay)
+		rep.start(g, keep)
+		defer rep.release()
+		t.rep = rep
+	}
 	for {
+		if rep != nil {
+			r.Body = replayBody{rep.attempt(new(replayReader))}
+		}
 		if o.pass != nil {
 			ref, fallback := o.pass.Attempt(rec.tryAt)
 			if ref != nil {
@@ -81,7 +93,15 @@ type stdTry struct {
 	s          *Server
 	pass       *chain.Pass // nil: no policy chain, no retries
 	replayable bool        // the request has no body to send again
+	rep        *replay     // the body kept for a retry, or nil
 }
+
+// replayBody is an attempt's request body read from its replay. Closing
+// it leaves the client's body open for the next attempt (the handler
+// shuts that at its end).
+type replayBody struct{ io.Reader }
+
+func (replayBody) Close() error { return nil }
 
 // again asks the chain whether failed attempt f is retried, and waits its
 // backoff if so.
@@ -89,7 +109,7 @@ func (t *stdTry) again(f chain.Failure) bool {
 	if t.pass == nil {
 		return false
 	}
-	f.Replayable = t.replayable
+	f.Replayable = t.replayable || t.rep != nil && t.rep.replayable()
 	delay, ok := t.pass.Retry(t.s.cfg.Clock.Now(), f)
 	if ok {
 		backoff(delay)

@@ -70,6 +70,9 @@ type Route struct {
 	// Fallback, when set, takes the requests the cluster's breaker turns
 	// away (its fallback cluster).
 	Fallback *Cluster
+	// ReplayBytes bounds the request body kept for a retry (0: a request
+	// with a body is never retried): a longer body is sent once.
+	ReplayBytes int64
 	// GRPC routes answer the chain's refusals to gRPC requests as gRPC
 	// statuses (trailers-only, with grpc-retry-pushback-ms).
 	GRPC bool
