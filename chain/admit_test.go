@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/spillwayhq/spillway/admit"
+	"github.com/spillwayhq/spillway/brownout"
 	"github.com/spillwayhq/spillway/limit"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/shed"
@@ -219,5 +221,49 @@ func TestAdmitStreamingAndBypass(t *testing.T) {
 	}
 	if n := gate.Limiter().InFlight(); n != 0 {
 		t.Errorf("%d in flight; want 0", n)
+	}
+}
+
+// The brownout decision sent upstream agrees with Optional: a request
+// that holds no admission place (a stream, a bypassed or shadow-refused
+// admission) has had no decision drawn and runs its optional work; an
+// admitted one draws the dimmer's level, 1 at the start.
+func TestBrownoutWithoutPlace(t *testing.T) {
+	clk := newClock(0)
+	dim, err := brownout.New(brownout.Config{TargetWait: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limit.NewLimiter(&recAlg{n: 1}, oneClass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := admit.New(admit.Config{Limiter: lim, Clock: clk, Dimmer: dim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Guard{Gate: gate, BrownoutHeader: "Spillway-Brownout"}
+	g.Init()
+	check := func(what string, p *Pass) {
+		t.Helper()
+		name, optional, ok := p.Brownout()
+		if name != "Spillway-Brownout" || !optional || !ok || !p.Optional() {
+			t.Errorf("%s: Brownout() = %q %v %v, Optional() = %v; want Spillway-Brownout true true, true",
+				what, name, optional, ok, p.Optional())
+		}
+	}
+	admitted := admitOK(t, New(Config{Guard: g}), clk, 0, get(false))
+	check("admitted", admitted)
+	stream := admitOK(t, New(Config{Guard: g, Streaming: true}), clk, 0, get(false))
+	check("stream", stream)
+	g.BypassAdmission(true)
+	bypassed := admitOK(t, New(Config{Guard: g}), clk, 0, get(false))
+	check("bypassed", bypassed)
+	g.BypassAdmission(false)
+	g.AdmitShadow = true
+	shadow := admitOK(t, New(Config{Guard: g}), clk, 0, get(false))
+	check("shadow-refused", shadow)
+	for _, p := range []*Pass{admitted, stream, bypassed, shadow} {
+		p.End(1, Ignore)
 	}
 }

@@ -182,10 +182,12 @@ func (p *Pass) RateLimitFields() (policy, limit []byte) {
 }
 
 // Brownout returns the field that carries the request's brownout
-// decision upstream and the decision; ok false without a dimmer.
+// decision upstream and the decision (Optional's: a request that holds no
+// admission place drew none and runs its optional work); ok false without
+// a dimmer.
 func (p *Pass) Brownout() (header string, optional, ok bool) {
 	if p.c == nil || p.c.cfg.Guard == nil || p.c.cfg.Guard.Gate == nil || p.c.cfg.Guard.Gate.Dimmer() == nil {
 		return "", false, false
 	}
-	return p.c.cfg.Guard.BrownoutHeader, p.optional, p.c.cfg.Guard.BrownoutHeader != ""
+	return p.c.cfg.Guard.BrownoutHeader, p.Optional(), p.c.cfg.Guard.BrownoutHeader != ""
 }
