@@ -32,9 +32,17 @@ type Backend interface {
 	Reload() error
 	// LastReload returns the outcome of the last load or reload.
 	LastReload() ReloadStatus
+	// Policies returns the policy chain's state (GET /policies).
+	Policies() PolicyStatus
+	// Override applies one operator override to the running generation,
+	// its value already checked (POST /clusters/{c}/breaker|limit|brownout/{v},
+	// /routes/{r}/bypass/{on|off}); an error wrapping ErrNotFound
+	// (unknown cluster or route) is answered 404, one wrapping
+	// ErrBadValue (the target has no such policy) 400.
+	Override(o Override) error
 }
 
-// ErrNotFound is what Backend.Drain wraps for an unknown name.
+// ErrNotFound is what Backend.Drain and Override wrap for an unknown name.
 var ErrNotFound = errors.New("admin: not found")
 
 // ClusterStatus is one cluster in GET /clusters.
@@ -80,7 +88,7 @@ type Options struct {
 	Hosts []string
 	// Metrics serves GET /metrics; nil: 404.
 	Metrics http.Handler
-	// Logger receives one line per change made (drain, reload) and, at
+	// Logger receives one line per change made (drain, reload, override) and, at
 	// Debug, one per refused request [slog.Default()].
 	Logger *slog.Logger
 }

@@ -24,6 +24,9 @@ type fake struct {
 	notReady  bool
 	drainErr  error
 	reloadErr error
+
+	policies    PolicyStatus
+	overrideErr error
 }
 
 func (f *fake) record(s string) {
@@ -70,6 +73,16 @@ func (f *fake) LastReload() ReloadStatus {
 		st.OK, st.Errors, st.Generation = false, []string{"gw.yaml:3:4: bad"}, 6
 	}
 	return st
+}
+
+func (f *fake) Policies() PolicyStatus {
+	f.record("policies")
+	return f.policies
+}
+
+func (f *fake) Override(o Override) error {
+	f.record(fmt.Sprintf("override %s %s %s limit=%d level=%g on=%v", o.What, o.Target, o.Value, o.Limit, o.Level, o.On))
+	return f.overrideErr
 }
 
 const token = "s3cret-token"

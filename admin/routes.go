@@ -43,8 +43,13 @@ func lookup(path string) (*endpoint, []string) {
 		return clustersEP, nil
 	case "/reload":
 		return reloadEP, nil
+	case "/policies":
+		return policiesEP, nil
 	}
 	seg := strings.Split(path, "/") // "", clusters, {cluster}, endpoints, {endpoint}, drain|undrain
+	if len(seg) == 5 {
+		return lookupOverride(seg)
+	}
 	if len(seg) != 6 || seg[0] != "" || seg[1] != "clusters" || seg[3] != "endpoints" || seg[5] != "drain" && seg[5] != "undrain" {
 		return nil, nil
 	}

@@ -204,7 +204,7 @@ func (c *Chain) admit(ctx context.Context, clk clock.Clock, now float64, v *requ
 		p.End(now+p.wait, Ignore)
 		return c.deadlineRef
 	}
-	p.optional = g.Gate.Optional(now + p.wait)
+	p.optional = g.optional(now + p.wait)
 	return nil
 }
 

@@ -1,9 +1,14 @@
 package gateway
 
 import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spillwayhq/spillway/metrics"
 	"github.com/spillwayhq/spillway/overload"
 	"github.com/spillwayhq/spillway/proxy"
+	"github.com/spillwayhq/spillway/ratelimit/redisstore"
 )
 
 // observe builds gen's metric observers (label children resolved once
@@ -45,6 +50,9 @@ func (g *Gateway) metricSources() metrics.Sources {
 			add("refuse-all", st.Transitions[overload.Refuse])
 		},
 		OverloadState: func() float64 { return float64(g.guard.State()) },
+		Routes:        g.routePolicies,
+		Clusters:      g.clusterPolicies,
+		Collectors:    g.storeCollectors(),
 		Connections: func(add func(string, int)) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
@@ -56,6 +64,73 @@ func (g *Gateway) metricSources() metrics.Sources {
 				}
 			}
 		},
+	}
+}
+
+// routePolicies reports the current generation's routes' policy state.
+func (g *Gateway) routePolicies(add func(metrics.RoutePolicy)) {
+	gen := g.cur.Load()
+	if gen == nil || gen.pol == nil {
+		return
+	}
+	for i := range gen.cfg.Routes {
+		r := &gen.cfg.Routes[i]
+		chains := gen.chainsOf(r.Name)
+		if len(chains) == 0 {
+			continue
+		}
+		rp := metrics.RoutePolicy{Route: r.Name, Counts: sumCounts(chains), Bypassed: chains[0].Bypassed()}
+		if bud := gen.pol.budgets[r.Name].v; bud != nil && r.Policies.Retry.Attempts > 1 {
+			rp.Budget, rp.HasBudget = bud.Tokens(), true
+		}
+		if l := gen.pol.limits.of(r.Name); l != nil {
+			rp.Decisions = l.Decisions
+		}
+		add(rp)
+	}
+}
+
+// clusterPolicies reports the current generation's cluster guards.
+func (g *Gateway) clusterPolicies(add func(metrics.ClusterPolicy)) {
+	gen := g.cur.Load()
+	if gen == nil || gen.pol == nil {
+		return
+	}
+	for name, gd := range gen.pol.guards {
+		if gd.v != nil {
+			add(metrics.ClusterPolicy{Cluster: name, Guard: gd.v})
+		}
+	}
+}
+
+// storeCollectors returns the source of the Redis rate-limit stores'
+// collectors: one per redisstore.Stores (made once, as it keeps counts
+// across scrapes), the current generation's only.
+func (g *Gateway) storeCollectors() func(add func(prometheus.Collector)) {
+	var mu sync.Mutex
+	made := map[*redisstore.Stores]prometheus.Collector{}
+	return func(add func(prometheus.Collector)) {
+		gen := g.cur.Load()
+		var st *redisstore.Stores
+		if gen != nil && gen.pol != nil && gen.pol.limits != nil {
+			st = gen.pol.limits.stores
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for s := range made {
+			if s != st {
+				delete(made, s)
+			}
+		}
+		if st == nil {
+			return
+		}
+		c := made[st]
+		if c == nil {
+			c = st.Collector()
+			made[st] = c
+		}
+		add(c)
 	}
 }
 

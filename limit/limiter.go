@@ -106,6 +106,7 @@ type Limiter struct {
 	applied int                  // guarded by mu: the limit the class limits were computed from
 	scratch [shed.MaxClasses]int // guarded by mu: class limits handed to SetLimits
 	srtt    float64              // guarded by mu: smoothed RTT of successes
+	pinned  int                  // guarded by mu: the limit Pin set (0: the algorithm's)
 
 	srttBits atomic.Uint64 // srtt, for lock-free readers
 	qcap     atomic.Int64  // per-class queue bound K (0 without a queue)
@@ -355,7 +356,7 @@ func (l *Limiter) done(t *Ticket, now float64, o Outcome) {
 		rtt := now - t.start
 		s := Sample{Now: now, RTT: rtt, InFlight: t.inFlight, Dropped: o == Dropped}
 		l.mu.Lock()
-		if n := l.alg.Update(s); n != l.applied {
+		if n := l.alg.Update(s); n != l.applied && l.pinned == 0 {
 			l.applyLocked(n)
 		}
 		if o == Success && validRTT(s) {

@@ -17,7 +17,7 @@ func TestObserversAllocateNothing(t *testing.T) {
 	m := newMetrics(t, Options{})
 	g := m.Generation([]RouteInfo{{"api", "app"}}, []ClusterInfo{{Name: "app"}})
 	o, c := g.Route("api"), g.Cluster("app")
-	if n := testing.AllocsPerRun(1000, func() { o.Begin(); o.End(503, false, 0.02) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { o.Begin(); o.End(ending(503, false, 0.02)) }); n != 0 {
 		t.Errorf("Begin+End: %v allocations, want 0", n)
 	}
 	addr := "10.0.0.1:" + itoa(8080)          // not a constant: a lookup by a fresh string

@@ -54,7 +54,7 @@ func BenchmarkRouteObserver(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		o.Begin()
-		o.End(200, true, float64(i%1000)*1e-4)
+		o.End(ending(200, true, float64(i%1000)*1e-4))
 	}
 }
 
@@ -67,7 +67,7 @@ func BenchmarkRouteObserverParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			o.Begin()
-			o.End(200, true, 0.002)
+			o.End(ending(200, true, 0.002))
 		}
 	})
 }

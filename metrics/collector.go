@@ -141,7 +141,7 @@ func (m *Metrics) prune(members map[string]map[string]bool) {
 	m.mu.Unlock()
 	for name, o := range obs {
 		set := members[name]
-		o.prune(func(a string) bool { return set[a] })
+		o.prune(m, func(a string) bool { return set[a] })
 	}
 }
 

@@ -3,6 +3,8 @@ package metrics
 import (
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/proxy"
 )
@@ -109,12 +111,13 @@ func (m *Metrics) Retire(old *Gen) {
 		}
 		if !liveNames[name] {
 			m.inFlight.DeleteLabelValues(name)
+			o.refusals.retire(func() { m.refusals.DeletePartialMatch(prometheus.Labels{"route": name}) })
 		}
 	}
 	for name, o := range old.clusters {
 		if !liveClusters[name] {
 			delete(m.clusters, name)
-			o.retire()
+			o.retire(m)
 		}
 	}
 }

@@ -23,7 +23,7 @@ func TestRetireDeletesRemovedSeries(t *testing.T) {
 	g1 := m.Generation([]RouteInfo{{"a", "x"}, {"b", "x"}, {"c", "y"}}, []ClusterInfo{{Name: "x"}, {Name: "y"}})
 	for _, r := range []string{"a", "b", "c"} {
 		g1.Route(r).Begin()
-		g1.Route(r).End(200, true, 0.01)
+		g1.Route(r).End(ending(200, true, 0.01))
 	}
 	g1.Cluster("x").UpstreamError("e1:80", upstream.KindRefused)
 	g1.Cluster("y").UpstreamError("e2:80", upstream.KindTimeout)
@@ -69,7 +69,7 @@ func TestRetireDeletesRemovedSeries(t *testing.T) {
 	// A straggler of a retired generation recreates no series.
 	g1.Cluster("y").UpstreamError("e3:80", upstream.KindReset)
 	g2.Cluster("x").UpstreamError("e1:80", upstream.KindReset)
-	g1.Route("b").End(200, true, 0.01)
+	g1.Route("b").End(ending(200, true, 0.01))
 	for _, name := range []string{"spillway_requests_total", "spillway_upstream_errors_total"} {
 		if got := series(t, m, name); len(got) != 0 {
 			t.Errorf("after stragglers, %s has %v", name, got)
@@ -91,7 +91,7 @@ func TestRetireKeepsWhatAnotherLiveGenerationHas(t *testing.T) {
 	if gen, live := gauges(t, m); gen != 3 || live != 2 {
 		t.Errorf("generation %v, live %v; want 3, 2", gen, live)
 	}
-	g2.Route("a").End(200, true, 0.5)
+	g2.Route("a").End(ending(200, true, 0.5))
 	m.Retire(g2)
 	expect(t, "requests_in_flight", series(t, m, "spillway_requests_in_flight"), map[string]float64{"route=b": 0})
 	expect(t, "request_duration_seconds", series(t, m, "spillway_request_duration_seconds"), map[string]float64{"cluster=x,route=b": 0})

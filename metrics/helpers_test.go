@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/spillwayhq/spillway/proxy"
 )
 
 // series gathers m's registry and returns the samples of the named family
@@ -89,3 +91,8 @@ func newMetrics(t testing.TB, opts Options) *Metrics {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// ending is an answer without a reason code or class.
+func ending(status int, fromUpstream bool, seconds float64) proxy.Ending {
+	return proxy.Ending{Status: status, FromUpstream: fromUpstream, Seconds: seconds}
+}

@@ -58,6 +58,7 @@ type Metrics struct {
 	duration  *prometheus.HistogramVec // route, cluster
 	inFlight  *prometheus.GaugeVec     // route
 	upErrors  *prometheus.CounterVec   // cluster, endpoint, kind
+	refusals  *prometheus.CounterVec   // route, reason, class
 	reloadsOK prometheus.Counter
 	reloadsKO prometheus.Counter
 
@@ -122,12 +123,16 @@ func (m *Metrics) define(buckets []float64) {
 		Name: "spillway_upstream_errors_total",
 		Help: "Exchanges that failed in the upstream, by cluster, endpoint (\"other\" beyond the per-cluster cap) and kind.",
 	}, []string{"cluster", "endpoint", "kind"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "spillway_refusals_total",
+		Help: "Answers the gateway gave itself instead of the upstream's (the policy chain's refusals, upstream failures, clients gone), by route, reason code (\"other\" beyond the per-route cap) and class (\"none\" when no policy chain ran).",
+	}, []string{"route", "reason", "class"})
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "spillway_reloads_total",
 		Help: "Configuration reloads by result (ok or error).",
 	}, []string{"result"})
 	m.reloadsOK, m.reloadsKO = reloads.WithLabelValues("ok"), reloads.WithLabelValues("error")
-	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.upErrors, reloads, (*collector)(m),
+	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.upErrors, m.refusals, reloads, (*collector)(m), (*policyCollector)(m),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 }
 
@@ -163,6 +168,20 @@ type Sources struct {
 	// Connections calls add once per listener with its open connections
 	// (proxy.Server.Stats().Active): connections_open{listener}.
 	Connections func(add func(listener string, open int))
+	// Routes calls add once per route of the running configuration with
+	// its policy state: spillway_route_retries_total,
+	// spillway_route_retries_stopped_total{verdict},
+	// spillway_route_retry_budget_tokens, spillway_route_policies_bypassed,
+	// spillway_route_ratelimit_decisions_total{rule, outcome}.
+	Routes func(add func(RoutePolicy))
+	// Clusters calls add once per cluster with a guard: its admission's
+	// and breaker's series (packages admit and breaker, labelled gate and
+	// breaker with the cluster's name) and the overrides'.
+	Clusters func(add func(ClusterPolicy))
+	// Collectors calls add with more collectors to read at scrape time
+	// (the Redis rate-limit stores'); their series must not be any other
+	// source's.
+	Collectors func(add func(prometheus.Collector))
 }
 
 // SetSources replaces the sources read at scrape time.

@@ -22,10 +22,10 @@ func TestRouteObserverCounts(t *testing.T) {
 	for range 5 {
 		o.Begin()
 	}
-	o.End(200, true, 0.000244140625) // 2⁻¹²: first bucket
-	o.End(503, false, 0.00390625)    // 2⁻⁸: the 5 ms bucket
-	o.End(101, true, 2)              // a WebSocket that lived 2 s
-	o.End(499, false, 40)            // beyond the last bucket
+	o.End(ending(200, true, 0.000244140625)) // 2⁻¹²: first bucket
+	o.End(ending(503, false, 0.00390625))    // 2⁻⁸: the 5 ms bucket
+	o.End(ending(101, true, 2))              // a WebSocket that lived 2 s
+	o.End(ending(499, false, 40))            // beyond the last bucket
 	expect(t, "requests_total", nonZero(series(t, m, "spillway_requests_total")), map[string]float64{
 		"cluster=app,code_class=2xx,route=api,source=upstream": 1,
 		"cluster=app,code_class=5xx,route=api,source=gateway":  1,
@@ -89,7 +89,7 @@ func TestStatusOutOfRangeCountsAs5xx(t *testing.T) {
 	o := m.Generation([]RouteInfo{{"r", "c"}}, nil).Route("r")
 	for _, status := range []int{0, 99, 600, 1000, -1} {
 		o.Begin()
-		o.End(status, true, 0)
+		o.End(ending(status, true, 0))
 	}
 	expect(t, "requests_total", nonZero(series(t, m, "spillway_requests_total")), map[string]float64{
 		"cluster=c,code_class=5xx,route=r,source=upstream": 5,

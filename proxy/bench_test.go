@@ -152,7 +152,7 @@ func TestAllocProxyH1(t *testing.T) {
 type nopObserver struct{}
 
 func (nopObserver) Begin()                              {}
-func (nopObserver) End(int, bool, float64)              {}
+func (nopObserver) End(Ending)                          {}
 func (nopObserver) UpstreamError(string, upstream.Kind) {}
 
 func allocsPerRequest(t *testing.T, rt *Route) {

@@ -243,7 +243,9 @@ func (c *h1conn) routed(rt *Route, keep bool) bool {
 	if rt.Policy != nil {
 		c.pass = passes.Get().(*chain.Pass)
 		defer c.dropPass()
-		if ref := rt.Policy.Admit(context.Background(), c.s.cfg.Clock, c.rec.start, &c.view, c.pass); ref != nil {
+		ref := rt.Policy.Admit(context.Background(), c.s.cfg.Clock, c.rec.start, &c.view, c.pass)
+		c.rec.admitted(c.pass)
+		if ref != nil {
 			return c.refuse(ref, keep)
 		}
 		c.out.pass, c.out.now = c.pass, c.s.cfg.Clock.Now()

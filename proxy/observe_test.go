@@ -49,7 +49,8 @@ type routeObs struct {
 
 func (o *routeObs) Begin() { o.ev.add(o.name + " begin") }
 
-func (o *routeObs) End(status int, fromUp bool, seconds float64) {
+func (o *routeObs) End(e Ending) {
+	status, fromUp, seconds := e.Status, e.FromUpstream, e.Seconds
 	o.ev.mu.Lock()
 	o.ev.secs = append(o.ev.secs, seconds)
 	o.ev.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/upstream"
 )
 
@@ -36,6 +37,10 @@ type record struct {
 	endpoint string  // the address picked ("" if none)
 	upErr    error   // the upstream's failure in the middle of a body, reported at the end
 	attempts int     // upstream exchanges tried
+	// The request's class as the policy chain gave it (admitted); classed
+	// false: no chain ran.
+	class   shed.Class
+	classed bool
 	// Body bytes read from the client and written to it.
 	bytesIn, bytesOut int64
 
@@ -101,6 +106,12 @@ func (r *record) refused(ref *chain.Refusal, head bool) {
 	}
 }
 
+// admitted records the class the policy chain gave the request (p has
+// been through Chain.Admit, refused or not), for the route's observer.
+func (r *record) admitted(p *chain.Pass) {
+	r.class, r.classed = p.Class(), true
+}
+
 // upstream records the upstream's status, forwarded to the client.
 func (r *record) upstream(status int) {
 	r.status, r.fromUp, r.reason = status, true, ""
@@ -120,7 +131,8 @@ func (r *record) end(s *Server, client netip.Addr) {
 		r.at = r.clk.Now()
 	}
 	if o != nil {
-		o.End(r.status, r.fromUp, r.at-r.start)
+		o.End(Ending{Status: r.status, FromUpstream: r.fromUp, Seconds: r.at - r.start,
+			Reason: r.reason, Class: r.class, Classed: r.classed})
 	}
 	if r.log {
 		s.logAccess(r, client)

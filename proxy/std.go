@@ -24,7 +24,9 @@ import (
 func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.View, rt *Route, o *outbound, rec *record, p *chain.Pass) {
 	o.pass = nil
 	if rt.Policy != nil {
-		if ref := rt.Policy.Admit(r.Context(), s.cfg.Clock, rec.start, v, p); ref != nil {
+		ref := rt.Policy.Admit(r.Context(), s.cfg.Clock, rec.start, v, p)
+		rec.admitted(p)
+		if ref != nil {
 			rec.refused(ref, r.Method == http.MethodHead)
 			writeRefusal(w, r, rt, ref, p)
 			return

@@ -8,6 +8,7 @@ import (
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/request"
+	"github.com/spillwayhq/spillway/shed"
 	"github.com/spillwayhq/spillway/upstream"
 )
 
@@ -98,10 +99,30 @@ const (
 type Observer interface {
 	// Begin reports that a request of the route started.
 	Begin()
-	// End reports how it ended: the status the client got (499 when it
-	// went away first), whether the upstream's answer (fromUpstream) or
-	// the gateway's own, and the duration in seconds.
-	End(status int, fromUpstream bool, seconds float64)
+	// End reports how it ended (e's fields).
+	End(e Ending)
+}
+
+// Ending is how one request ended, as its route's Observer hears it.
+type Ending struct {
+	// Status is what the client got (499 when it went away first).
+	Status int
+	// FromUpstream says the answer is the upstream's, not the gateway's
+	// own.
+	FromUpstream bool
+	// Seconds is the time from the request's head to the end of its
+	// answer.
+	Seconds float64
+	// Reason is the reason code of the gateway's own answer: one of a
+	// fixed set ("deadline", "admit:limit", "breaker-open",
+	// "no-healthy-endpoint", "upstream-reset", "client-gone", …) or a
+	// rate-limit rule's ("ratelimit:<rule id>"); "" for the upstream's.
+	Reason string
+	// Class is the request's class as the route's policy chain gave it;
+	// Classed is false when no chain ran (no policies, or the request was
+	// answered before them).
+	Class   shed.Class
+	Classed bool
 }
 
 // ClusterObserver counts a cluster's upstream failures.
