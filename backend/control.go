@@ -9,24 +9,24 @@ import (
 )
 
 // Stats is what a Backend has done since New. Health checks are counted
-// in Health only.
+// in Health only. The JSON names are those of `spillway backend`'s /stats.
 type Stats struct {
-	Arrived  int64 // requests received
-	Served   int64 // worked on to the end and answered 200, Late included
-	Late     int64 // of Served: finished after the client had gone or its Spillway-Timeout budget ran out
-	Errors   int64 // answered at once with the injected error status
-	Hung     int64 // hung until the client left
-	Rejected int64 // refused with 503: every worker busy and the queue full
+	Arrived  int64 `json:"arrived"`  // requests received
+	Served   int64 `json:"served"`   // worked on to the end and answered 200, Late included
+	Late     int64 `json:"late"`     // of Served: finished after the client had gone or its Spillway-Timeout budget ran out
+	Errors   int64 `json:"errors"`   // answered at once with the injected error status
+	Hung     int64 `json:"hung"`     // hung until the client left
+	Rejected int64 `json:"rejected"` // refused with 503: every worker busy and the queue full
 	// Cancelled counts requests given up because the client left
 	// (HonorCancel), in the queue or at work.
-	Cancelled   int64
-	InFlight    int // worked on now
-	Queued      int // waiting for a worker now
-	MaxInFlight int // the most worked on at once so far
-	Health      int64
+	Cancelled   int64 `json:"cancelled"`
+	InFlight    int   `json:"in_flight"`     // worked on now
+	Queued      int   `json:"queued"`        // waiting for a worker now
+	MaxInFlight int   `json:"max_in_flight"` // the most worked on at once so far
+	Health      int64 `json:"health"`
 	// ByHeader counts the requests received by the value of
 	// Config.CountHeader ("" for those without it); nil without one.
-	ByHeader map[string]int64
+	ByHeader map[string]int64 `json:"by_header,omitempty"`
 }
 
 // Stats returns a copy of the counts so far.

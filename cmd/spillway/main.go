@@ -2,6 +2,7 @@
 //
 //	spillway sim SCENARIO [flags]   run one lab experiment (or "all")
 //	spillway serve --config FILE    run the gateway (docs/CONFIG.md)
+//	spillway backend [flags]        run a test service of known capacity
 //	spillway version                print the version
 //
 // Run "spillway sim -h" for the scenarios and "spillway sim SCENARIO -h" for
@@ -32,6 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return simCommand(args[1:], stdout, stderr)
 	case "serve":
 		return serveCommand(args[1:], stdout, stderr)
+	case "backend":
+		return backendCommand(args[1:], stdout, stderr)
 	case "validate":
 		return validateCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -53,8 +56,9 @@ Usage:
   spillway sim SCENARIO [flags]   run a lab experiment under virtual time ("all" runs every one)
   spillway serve --config FILE    run the gateway: a reverse proxy from one config file
   spillway validate FILE...       check gateway configuration files (docs/CONFIG.md)
+  spillway backend [flags]        run a test service of known capacity (workers / service time)
   spillway version                print the version
 
-Run "spillway sim -h" to list the scenarios.
+Run "spillway sim -h" to list the scenarios, "spillway backend -h" for the backend's flags.
 `)
 }
