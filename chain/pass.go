@@ -52,6 +52,15 @@ type state struct {
 	rlRef Refusal
 }
 
+// Clear drops what the Pass holds of its last request — its chain, and
+// with it the generation — keeping the rate limit's client-address cache
+// (httplimit.Verdict.Forget). The engines call it before pooling a Pass.
+func (p *Pass) Clear() {
+	p.state = state{}
+	p.rl.Forget()
+	p.RetryAfter = 0
+}
+
 // maxTried bounds the endpoints a Pass remembers for retries.
 const maxTried = 8
 

@@ -139,7 +139,7 @@ func (st *h2stream) release() {
 	st.o = outbound{fields: st.o.fields[:0], xff: st.o.xff[:0], fwd: st.o.fwd[:0]}
 	st.names = st.names[:0]
 	st.rec = record{}
-	st.pass = chain.Pass{}
+	st.pass.Clear()
 	h2streams.Put(st)
 }
 

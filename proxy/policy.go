@@ -274,7 +274,7 @@ var passes = sync.Pool{New: func() any { return new(chain.Pass) }}
 
 // dropPass gives the request's pass back to the pool.
 func (c *h1conn) dropPass() {
-	*c.pass = chain.Pass{} // pins no generation while pooled
+	c.pass.Clear() // pins no generation while pooled
 	passes.Put(c.pass)
 	c.pass = nil
 }
