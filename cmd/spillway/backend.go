@@ -316,7 +316,7 @@ loop:
 		case <-tick:
 			s := b.Stats()
 			fmt.Fprintf(stdout, "spillway backend: at %v: %s; served %s req/s over the last %v\n",
-				time.Since(start).Round(time.Second), summarize(s, o.cfg.CountHeader), rate(float64(s.Served-last.Served)/o.report.Seconds()), o.report)
+				time.Since(start).Round(100*time.Millisecond), summarize(s, o.cfg.CountHeader), rate(float64(s.Served-last.Served)/o.report.Seconds()), o.report)
 			last = s
 		}
 	}
