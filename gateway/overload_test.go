@@ -70,7 +70,7 @@ func TestOverloadTwiceCapacity(t *testing.T) {
 		startLoad("http://"+g.Addr("web")+"/sheddable/x", ovLoad*ovCapacity*ovShares[ovShed], nil, rec.client(t, ovShed, nil)),
 		startLoad("http://"+g.Addr("inner")+"/sheddable/x", ovLoad*ovCapacity*ovShares[ovTight], nil, rec.client(t, ovTight, tight)),
 	}
-	time.Sleep(ovWarm + ovMeasure)
+	smp := sample(g, "app", b, ovWarm, ovWarm+ovMeasure)
 	for _, l := range loads {
 		l.Stop()
 	}
@@ -85,6 +85,7 @@ func TestOverloadTwiceCapacity(t *testing.T) {
 	for i, l := range loads {
 		t.Logf("load %d: sent %d, skipped (in-flight cap) %d", i, l.sent.Load(), l.skipped.Load())
 	}
+	t.Logf("after the warm-up, every 100 ms: %v", smp)
 	f.check(t)
 	if n := arr.none.Load() + arr.spent.Load() + arr.over.Load(); n != 0 || arr.n.Load() != st.Arrived {
 		t.Errorf("backend: %d of %d requests arrived without a budget in (0, 1s] (%d checked)", n, st.Arrived, arr.n.Load())
@@ -119,6 +120,39 @@ clusters:
       queue: {discipline: fifo, max_wait: 100ms}
 `)
 	return b, arr, g
+}
+
+// samples are readings taken every 100 ms after the warm-up: the
+// cluster's adaptive limit (sorted) and the backend's requests at work.
+type samples struct {
+	limits []int
+	busy   int // sum of the backend's InFlight readings
+}
+
+// sample reads them from warm to end after now.
+func sample(g *Gateway, cluster string, b *service.Backend, warm, end time.Duration) samples {
+	began := time.Now()
+	gate := g.cur.Load().pol.guards[cluster].v.Gate
+	var s samples
+	for time.Since(began) < end {
+		time.Sleep(100 * time.Millisecond)
+		if time.Since(began) >= warm {
+			s.limits = append(s.limits, gate.Limiter().Limit())
+			s.busy += b.Stats().InFlight
+		}
+	}
+	slices.Sort(s.limits)
+	return s
+}
+
+// String summarises the samples.
+func (s samples) String() string {
+	n := len(s.limits)
+	if n == 0 {
+		return "no samples"
+	}
+	return fmt.Sprintf("adaptive limit min %d, median %d, max %d; backend workers busy %.1f%% of the readings",
+		s.limits[0], s.limits[n/2], s.limits[n-1], 100*float64(s.busy)/float64(n*ovWorkers))
 }
 
 // check fails the test unless the figures meet the overload test's
