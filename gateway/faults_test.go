@@ -298,7 +298,7 @@ clusters:
   - name: app
     endpoints: [`+ufAddrs(svcs...)+`]
     slow_start: 3s
-    health: {active: {path: /healthz, interval: 100ms, timeout: 100ms, jitter: 0, fall: 2, rise: 2}}
+    health: {active: {path: /healthz, interval: 100ms, timeout: 1s, jitter: 0, fall: 3, rise: 2}}
 `)
 	cl := g.cur.Load().clusters["app"]
 	healthy := func(addr string, want bool) func() bool {
