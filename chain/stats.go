@@ -56,11 +56,10 @@ type AdmissionState struct {
 	QueueLength int     `json:"queue_length"`
 	QueueWait   float64 `json:"queue_wait_seconds"`
 	Bypassed    bool    `json:"bypassed"`
-	// Shadow: nothing is refused; ShadowRefused counts, by class (the
-	// limiter's classes, most important first), the requests that would
-	// have been.
-	Shadow        bool     `json:"shadow"`
-	ShadowRefused []uint64 `json:"shadow_refused"`
+	// Shadow: nothing is refused; ShadowRefused counts, by class name
+	// (each of the limiter's classes), the requests that would have been.
+	Shadow        bool              `json:"shadow"`
+	ShadowRefused map[string]uint64 `json:"shadow_refused"`
 	// Brownout is the dimmer's state (nil: none).
 	Brownout *BrownoutState `json:"brownout"`
 }
@@ -91,10 +90,10 @@ func (g *Guard) State() GuardState {
 		a := &AdmissionState{
 			Limit: l.Limit(), InFlight: l.InFlight(), Pinned: l.Pinned(), QueueLength: l.QueueLen(),
 			QueueWait: l.QueueWait(), Bypassed: g.AdmissionBypassed(), Shadow: g.AdmitShadow,
-			ShadowRefused: make([]uint64, l.Classes()),
+			ShadowRefused: make(map[string]uint64, l.Classes()),
 		}
-		for c := range a.ShadowRefused {
-			a.ShadowRefused[c] = g.ShadowAdmissions(shed.Class(c))
+		for c := range l.Classes() {
+			a.ShadowRefused[shed.Class(c).String()] = g.ShadowAdmissions(shed.Class(c))
 		}
 		if d := gt.Dimmer(); d != nil {
 			a.Brownout = &BrownoutState{Level: d.Stats().Level}

@@ -123,8 +123,8 @@ func collectGuard(ch chan<- prometheus.Metric, name string, g *chain.Guard) {
 		ch <- prometheus.MustNewConstMetric(pinnedDesc, prometheus.GaugeValue, float64(a.Pinned), name)
 		ch <- prometheus.MustNewConstMetric(admitBypassDesc, prometheus.GaugeValue, b2f(a.Bypassed), name)
 		if a.Shadow {
-			for c, n := range a.ShadowRefused {
-				ch <- prometheus.MustNewConstMetric(shadowAdmitDesc, prometheus.CounterValue, float64(n), name, requestClasses[c])
+			for class, n := range a.ShadowRefused {
+				ch <- prometheus.MustNewConstMetric(shadowAdmitDesc, prometheus.CounterValue, float64(n), name, class)
 			}
 		}
 		if b := a.Brownout; b != nil && b.Forced {
