@@ -10,6 +10,30 @@
 //	POST /clusters/{cluster}/endpoints/{endpoint}/undrain   send them again
 //	POST /reload                                 reload the file: 200 with the new status, 422 problem+json listing the problems
 //	GET  /reload                                 the last load's or reload's status (JSON)
+//	GET  /policies                               the policy chain's state (JSON): per route its class, bypass, bulkhead,
+//	                                             the gateway's answers by reason code and class, retries and stops by
+//	                                             verdict, retry budget left, rate-limit rules with decisions by outcome
+//	                                             and hot keys; per cluster admission (algorithm, limit, in flight,
+//	                                             pinned, queue length and wait, shadow refusals by class, brownout
+//	                                             level and whether forced) and breaker (state, forced, shadow refusals)
+//	POST /clusters/{cluster}/breaker/{open|closed|auto}    force the cluster's breaker, or let it decide again
+//	POST /clusters/{cluster}/limit/{n|auto}                pin the admission limit to n ≥ 1, or back to the adaptive one
+//	POST /clusters/{cluster}/brownout/{level|auto}         force the share (0 to 1) of requests given optional work
+//	POST /routes/{route}/bypass/{on|off}                   turn the route's own policies (deadline, rate limits,
+//	                                                       bulkhead, retries) off or on again
+//
+// An override answers 200 with what it did ({"what","target","value"}),
+// 404 for an unknown cluster or route, 400 for a value the path or the
+// target cannot take (a limit on a cluster without admission, a brownout
+// level without a dimmer, a level outside [0, 1]); each one applied is
+// logged once at Info with the remote address and how it was authorised.
+// The overrides in force are listed in GET /config (Overrides). They live
+// in the running generation's policy objects: a reload keeps a cluster's
+// breaker, limit and brownout overrides while the cluster's admission and
+// breaker definitions are unchanged (the guard is carried), drops them
+// when either changed, and drops every route bypass (routes' chains are
+// rebuilt by every reload). A pinned limit is the limit the class shares
+// apply to, as the adaptive one is.
 //
 // Any other method on these paths is answered 405 with Allow, any other
 // path 404. Answers carry Cache-Control: no-store; JSON ones

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,7 @@ func overridesOf(t *testing.T, g *Gateway) []string {
 		Routes    []json.RawMessage
 		Overrides []struct{ What, Target, Value string }
 	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Routes) != 2 {
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Routes) == 0 {
 		t.Fatalf("GET /config: %v (%d routes)\n%s", err, len(doc.Routes), body)
 	}
 	out := []string{}
@@ -301,5 +302,102 @@ func mustPost(t *testing.T, g *Gateway, path string) {
 	t.Helper()
 	if code, body := overridePost(t, g, path); code != 200 {
 		t.Fatalf("POST %s: %d %s", path, code, body)
+	}
+}
+
+// TestBrownoutOverride: a forced brownout level decides what the backend
+// is told (Spillway-Brownout 0 at level 0, 1 at level 1) whatever the
+// dimmer's level; auto gives the decision back to the dimmer (level 1:
+// nothing is slow).
+func TestBrownoutOverride(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	var seen seenList
+	be := startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		seen.add(r.URL.Path + "=" + r.Header.Get("Spillway-Brownout"))
+	})
+	g := start(t, `
+version: 1
+admin: {address: "127.0.0.1:0"}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes: [{name: main, cluster: app}]
+clusters:
+  - name: app
+    endpoints: ["`+be+`"]
+    admission: {algorithm: fixed, initial_limit: 10, brownout: {target_p99: 10s}}
+`)
+	c := h1Client(t)
+	get := func(path string) {
+		t.Helper()
+		if code, _, body := fetch(t, c, "GET", "http://"+g.Addr("web")+path, nil); code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+	}
+	get("/before")
+	mustPost(t, g, "/clusters/app/brownout/0")
+	for i := range 5 {
+		get("/off" + strconv.Itoa(i))
+	}
+	if cl := policies(t, g).Clusters[0]; cl.Admission == nil {
+		t.Fatal("no admission in GET /policies")
+	}
+	hasSeries(t, g, `spillway_admission_brownout_forced_level{gate="app"} 0`)
+	if o := overridesOf(t, g); strings.Join(o, ",") != "brownout app 0" {
+		t.Errorf("overrides %q, want the brownout", o)
+	}
+	mustPost(t, g, "/clusters/app/brownout/auto")
+	get("/after")
+	want := []string{"/before=1", "/off0=0", "/off1=0", "/off2=0", "/off3=0", "/off4=0", "/after=1"}
+	if got := seen.list(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("the backend saw %q, want %q", got, want)
+	}
+}
+
+// TestOverridesAcrossReload: a reload of an unchanged file keeps the
+// cluster's forced breaker (its guard is carried) and drops the route's
+// bypass (its chain is rebuilt); one that changes the breaker's
+// definition drops the forced state too.
+func TestOverridesAcrossReload(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	be := startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {})
+	file := t.TempDir() + "/gateway.yaml"
+	body := func(threshold int) string {
+		return `version: 1
+admin: {address: "127.0.0.1:0"}
+reload: {watch: false}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes:
+  - {name: forced, match: {prefix: /forced}, cluster: app}
+  - name: limited
+    cluster: other
+    policies: {ratelimit: {rules: [{id: per-ip, key: [ip], rate: 1, per: 1m, burst: 1}]}}
+clusters:
+  - {name: app, endpoints: ["` + be + `"], breaker: {threshold: ` + strconv.Itoa(threshold) + `, open: 1m}}
+  - {name: other, endpoints: ["` + be + `"]}
+`
+	}
+	writeFile(t, file, body(50))
+	g := startFile(t, file)
+	c := h1Client(t)
+	expectAnswer(t, c, g, "/l1", 200, "")
+	expectAnswer(t, c, g, "/l2", 429, "ratelimit:per-ip")
+	mustPost(t, g, "/clusters/app/breaker/open")
+	mustPost(t, g, "/routes/limited/bypass/on")
+	expectAnswer(t, c, g, "/forced/1", 503, "breaker-open")
+	expectAnswer(t, c, g, "/l3", 200, "")
+
+	mustPost(t, g, "/reload")
+	expectAnswer(t, c, g, "/forced/2", 503, "breaker-open")
+	expectAnswer(t, c, g, "/l4", 429, "ratelimit:per-ip")
+	if o := overridesOf(t, g); strings.Join(o, ",") != "breaker app open" {
+		t.Errorf("after a reload of the same file: overrides %q, want the breaker's only", o)
+	}
+
+	writeFile(t, file, body(60))
+	mustPost(t, g, "/reload")
+	expectAnswer(t, c, g, "/forced/3", 200, "")
+	if o := overridesOf(t, g); len(o) != 0 {
+		t.Errorf("after the breaker changed: overrides %q, want none", o)
 	}
 }
