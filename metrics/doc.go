@@ -5,9 +5,10 @@
 // configuration generation (Metrics.Generation) resolves, per route, the
 // counters of every status class and source, the latency histogram and
 // the in-flight gauge, so RouteObserver.End costs atomic adds and one
-// histogram Observe and allocates nothing. A cluster's upstream errors are
-// resolved lazily, once per endpoint and kind, into a copy-on-write map
-// that the request path reads without a lock. Endpoint states are not
+// histogram Observe and allocates nothing. A cluster's upstream errors and
+// a route's answers by reason and class are resolved lazily, once per
+// endpoint and kind or reason and class, into a copy-on-write map that the
+// request path reads without a lock. Endpoint states are not
 // counted on the request path at all: a Collector reads them from the
 // clusters' balancer.Sets when Prometheus scrapes.
 //
@@ -23,6 +24,24 @@
 //	reloads_total{result}                                counter; result ok|error
 //	overload_actions_total{action}, overload_state        from Sources.OverloadActions and OverloadState
 //	connections_open{listener}                           gauge, from Sources.Connections
+//	refusals_total{route, reason, class}                 counter: the gateway's own answers by reason code
+//	                                                     (proxy.Ending.Reason; "other" past MaxReasons per route)
+//	                                                     and class (the chain's; "none" without one)
+//
+// The policy chain's state is read at scrape time from Sources.Routes and
+// Sources.Clusters, nothing being counted on the request path for it:
+//
+//	route_retries_total{route}, route_retries_stopped_total{route, verdict}
+//	route_retry_budget_tokens{route}, route_policies_bypassed{route}
+//	route_ratelimit_decisions_total{route, rule, outcome}   httplimit's decisions, per route
+//	admission_*{gate}                                    package admit's series (limit, in flight, queue length and
+//	                                                     wait, admitted, rejected and goodput by class, brownout level),
+//	                                                     gate being the cluster's name
+//	admission_pinned_limit{gate}, admission_bypassed{gate}, admission_brownout_forced_level{gate}
+//	admission_shadow_refusals_total{gate, class}         with admission.shadow
+//	breaker_*{breaker}                                   package breaker's series (state, calls, transitions)
+//	breaker_forced{breaker, state}, breaker_shadow_refusals_total{breaker}
+//	ratelimit_redis_*{rule}                              package redisstore's series (Sources.Collectors)
 //
 // Cardinality is bounded by the configuration: label values come from
 // route, cluster and listener names and from endpoint addresses, never
