@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -52,12 +53,27 @@ func (g *Gateway) limitsFor(cfg *config.Config, prev *routeLimits) (*routeLimits
 			return nil, fmt.Errorf("ratelimit: %w", err)
 		}
 		out.stores = st
+		g.warm(cfg, st)
 	}
 	if err := g.updateLimits(cfg, out); err != nil {
 		out.close()
 		return nil, err
 	}
 	return out, nil
+}
+
+// warm readies Redis for the first decisions (the script loaded, a
+// connection per worker), waiting at most the dial timeout: without it the
+// first decisions of a fresh gateway on a loaded machine can pass the
+// store timeout and open the store breaker while Redis is healthy. A Redis
+// that is not ready is logged; the rules' fail modes then decide until it
+// answers.
+func (g *Gateway) warm(cfg *config.Config, st *redisstore.Stores) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RateLimit.Redis.DialTimeout.D())
+	defer cancel()
+	if err := st.Warm(ctx); err != nil {
+		g.log.Warn("ratelimit: Redis not ready; the rules' fail modes decide until it answers", slog.String("error", err.Error()))
+	}
 }
 
 // updateLimits gives every route with rules its limiter in l (new, or

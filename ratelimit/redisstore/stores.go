@@ -223,6 +223,29 @@ func NewStores(client redis.UniversalClient, cfg StoresConfig) (*Stores, error) 
 	return s, nil
 }
 
+// Warm readies Redis for the first decisions, so that they do not spend
+// their Timeout on set-up: it loads the decision script (SCRIPT LOAD; on a
+// Cluster, on every master) and opens a connection for each worker (one
+// PING each, at once). Decisions work without it (the first ones load the
+// script after a NOSCRIPT reply and dial their connections). It returns
+// the first error, wrapping ratelimit.ErrStoreUnavailable; ctx bounds it.
+func (s *Stores) Warm(ctx context.Context) error {
+	if err := s.client.ScriptLoad(ctx, theScript.src).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
+	}
+	errs := make(chan error, s.eng.workers)
+	for range s.eng.workers {
+		go func() { errs <- s.client.Ping(ctx).Err() }()
+	}
+	var first error
+	for range s.eng.workers {
+		if err := <-errs; err != nil && first == nil {
+			first = fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
+		}
+	}
+	return first
+}
+
 // nopKeyed stands in for a global store while a lease configuration is
 // checked.
 type nopKeyed struct{}
