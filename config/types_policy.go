@@ -18,7 +18,7 @@ type RateLimit struct {
 	Redis            *Redis   `yaml:"redis" doc:"The Redis server, Sentinel set or Cluster; required with store: redis, not allowed with memory."`
 	FloorFactor      float64  `yaml:"floor_factor" doc:"With redis: while Redis cannot decide, a fail-open rule is decided by this gateway alone within its limit times this factor (1: the rule's own limit, per gateway; 1/N of it across N gateways is about the fleet's limit); 0 or negative: no floor, a fail-open rule then lets everything through." default:"1" max:"1000000"`
 	LocalFactor      float64  `yaml:"local_factor" doc:"With redis: a local tier in front of every rule refuses a key's flood on this gateway, without a round trip, once it sent this gateway its limit times this factor; 0: no local tier." default:"0" min:"0" max:"1000000"`
-	Leasing          *Leasing `yaml:"leasing" doc:"With redis: fail-open rules take units from Redis in leases and spend them locally (fewer round trips; a window may then see its limit plus one lease per gateway); absent: no leasing, every decision is made on Redis."`
+	Leasing          *Leasing `yaml:"leasing" doc:"With redis: fail-open rules take units from Redis in leases and spend them locally (fewer round trips). The bound: a unit leased at t may be spent until t + ttl, so the requests a rule admits across all gateways in any span of W seconds are at most its limit over W + ttl (burst + rate × (W + ttl) for gcra and token-bucket; with rate 10/s, burst 10 and ttl 1s, 30 in one second instead of 20; a limit that does not refill within W + ttl is not exceeded at all); leased units not spent within ttl are lost, at most size + size/2 per gateway and key; absent: no leasing, every decision is made on Redis."`
 	HotKeys          *HotKeys `yaml:"hot_keys" doc:"Track each rule's heaviest keys (a count-min sketch, bounded memory) for the admin JSON and a bounded metrics series; absent: off."`
 	RetryAfterJitter Duration `yaml:"retry_after_jitter" doc:"Most time added at random to each rate-limit refusal's Retry-After, so refused clients do not all come back at once; 0: none." default:"0s"`
 }
@@ -46,7 +46,7 @@ type StoreBreaker struct {
 // Leasing is token leasing against Redis.
 type Leasing struct {
 	Size        int      `yaml:"size" doc:"Units taken from Redis per round trip (cut to each rule's capacity; a rule holding fewer than 2 units is not leased)." default:"10" min:"1" max:"4294967295"`
-	TTL         Duration `yaml:"ttl" doc:"How long leased units may be spent: the overshoot term of the bound (a window may see its limit plus the units leased within ttl)." default:"1s" min:"1ms"`
+	TTL         Duration `yaml:"ttl" doc:"How long leased units may be spent: the overshoot term of the bound (a span of W seconds admits at most the limit over W + ttl; see leasing)." default:"1s" min:"1ms"`
 	HotKeysOnly bool     `yaml:"hot_keys_only" doc:"Lease only the keys hot_keys reports hot (needs hot_keys, whose min_count then says what is hot); the others are decided on Redis exactly." default:"false"`
 }
 
