@@ -77,6 +77,18 @@ func TestOverloadTwiceCapacity(t *testing.T) {
 	}
 	f := rec.figures(ovWarm, ovWarm+ovMeasure)
 	st := b.Stats()
+	f.log(t, st, arr, loads, smp)
+	f.check(t)
+	if n := arr.none.Load() + arr.spent.Load() + arr.over.Load(); n != 0 || arr.n.Load() != st.Arrived {
+		t.Errorf("backend: %d of %d requests arrived without a budget in (0, 1s] within the one named (%d checked)", n, st.Arrived, arr.n.Load())
+	}
+	all := rec.figures(0, ovWarm+ovMeasure+ovClientTTL)
+	t.Logf("whole run, warm-up included: not 200 %v %v %v, transport errors %d", all.reasons[0], all.reasons[1], all.reasons[2], all.errs)
+}
+
+// log reports the overload run's figures.
+func (f *figures) log(t *testing.T, st service.Stats, arr *arrivalChecks, loads []*loadGen, smp samples) {
+	t.Helper()
 	t.Logf("goodput %.1f%% of capacity (%.1f/s of %.0f/s); served: critical %.2f%% (%d of %d), sheddable %.1f%% (%d of %d), tight budgets %.1f%% (%d of %d)",
 		100*f.goodput/ovCapacity, f.goodput, ovCapacity, 100*f.ratio(ovCrit), f.ok[ovCrit], f.total[ovCrit],
 		100*f.ratio(ovShed), f.ok[ovShed], f.total[ovShed], 100*f.ratio(ovTight), f.ok[ovTight], f.total[ovTight])
@@ -87,12 +99,6 @@ func TestOverloadTwiceCapacity(t *testing.T) {
 		t.Logf("load %d: sent %d, skipped (in-flight cap) %d", i, l.sent.Load(), l.skipped.Load())
 	}
 	t.Logf("after the warm-up, every 100 ms: %v", smp)
-	f.check(t)
-	if n := arr.none.Load() + arr.spent.Load() + arr.over.Load(); n != 0 || arr.n.Load() != st.Arrived {
-		t.Errorf("backend: %d of %d requests arrived without a budget in (0, 1s] within the one named (%d checked)", n, st.Arrived, arr.n.Load())
-	}
-	all := rec.figures(0, ovWarm+ovMeasure+ovClientTTL)
-	t.Logf("whole run, warm-up included: not 200 %v %v %v, transport errors %d", all.reasons[0], all.reasons[1], all.reasons[2], all.errs)
 }
 
 // overloadGateway starts the overload test's backend and a gateway in
