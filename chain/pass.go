@@ -75,13 +75,21 @@ const (
 	Ignore  = limit.Ignore
 )
 
-// Attempt is called before each upstream attempt: it asks the cluster's
+// Attempt is called before each upstream attempt: a request whose budget
+// is spent by now is refused (deadline); then it asks the cluster's
 // breaker. nil lets the attempt go; otherwise the answer to give (the
 // fallback's or breaker-open, p.RetryAfter set). useFallback reports that
 // the request goes to the fallback cluster instead.
 func (p *Pass) Attempt(now float64) (ref *Refusal, useFallback bool) {
 	p.attempts++
-	if p.c == nil || p.c.cfg.Guard == nil {
+	if p.c == nil {
+		return nil, false
+	}
+	if p.deadline > 0 && now >= p.deadline { // spent since admission (a stall, a backoff)
+		p.RetryAfter = -1
+		return p.c.deadlineRef, false
+	}
+	if p.c.cfg.Guard == nil {
 		return nil, false
 	}
 	g := p.c.cfg.Guard
