@@ -196,25 +196,43 @@ func newTestClient(t *testing.T, timeout time.Duration) *http.Client {
 	return &http.Client{Transport: tr, Timeout: timeout}
 }
 
-// Two workers of 50 ms and 20 requests at once: the start line says 40
-// req/s; all 20 are served, never more than 2 at once, and they take at
-// least 20 × 50 ms / 2 = 0.5 s (timers, so never less) and, on a busy
-// machine, well under 3 s (one worker would need 1 s, no worker at all
-// forever); /stats and the summary printed on stop say so, and the run
-// ends with status 0 and no goroutine left.
+// Two workers of 50 ms and 20 requests at once (5 critical): the start
+// line says 40 req/s; all 20 are served (named b1), never more than 2 at
+// once, and they take at least 20 × 50 ms / 2 = 0.5 s (timers, so never
+// less) and, on a busy machine, well under 3 s (one worker would need
+// 1 s, no worker at all forever); /stats and the summary printed on stop
+// say so, the counts by Spillway-Criticality and the health check on /up
+// included; the run ends with status 0 and no goroutine left.
 func TestBackendServesAtCapacity(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { leakcheck.Verify(t, 10*time.Second, ignore) })
-	r := startBackend(t, "--workers", "2", "--queue", "20", "--service", "50ms")
-	if want := "capacity 40 req/s (2 workers / 50ms mean service time), service 50ms, queue 20; health /healthz, stats /stats\n"; !strings.HasSuffix(r.out.String(), want) {
+	r := startBackend(t, "--workers", "2", "--queue", "20", "--service", "50ms", "--name", "b1", "--health-path", "/up",
+		"--count-header", "Spillway-Criticality")
+	if want := "capacity 40 req/s (2 workers / 50ms mean service time), service 50ms, queue 20; health /up, stats /stats\n"; !strings.HasSuffix(r.out.String(), want) {
 		t.Errorf("start line %q, want it to end %q", r.out.String(), want)
 	}
 	c := newTestClient(t, 10*time.Second)
 	codes := make(chan int, 20)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range 20 {
-		wg.Go(func() { codes <- status(c, "http://"+r.addr+"/work") })
+	for i := range 20 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+r.addr+"/work", nil)
+			if i%4 == 0 {
+				req.Header.Set("Spillway-Criticality", "critical")
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.Header.Get("Backend-Name") != "b1" {
+				t.Errorf("Backend-Name %q, want b1", resp.Header.Get("Backend-Name"))
+			}
+			codes <- resp.StatusCode
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -227,8 +245,12 @@ func TestBackendServesAtCapacity(t *testing.T) {
 	if elapsed < 475*time.Millisecond || elapsed > 3*time.Second {
 		t.Errorf("20 requests took %v, want 0.5 s (at least 0.475 s, at most 3 s)", elapsed)
 	}
+	if code, body := get(c, "http://"+r.addr+"/up"); code != 200 || body != "ok\n" {
+		t.Errorf("GET /up: %d %q", code, body)
+	}
 	s := r.stats(t, c)
-	want := backendStats{Stats: backend.Stats{Arrived: 20, Served: 20, MaxInFlight: 2}, Capacity: 2}
+	want := backendStats{Stats: backend.Stats{Arrived: 20, Served: 20, MaxInFlight: 2, Health: 1,
+		ByHeader: map[string]int64{"": 15, "critical": 5}}, Capacity: 2}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("/stats %+v, want %+v", s, want)
 	}
@@ -236,7 +258,7 @@ func TestBackendServesAtCapacity(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, r.errb.String())
 	}
 	last := r.out.String()[strings.LastIndex(strings.TrimSuffix(r.out.String(), "\n"), "\n")+1:]
-	if !regexp.MustCompile(`^spillway backend: stopped after [0-9.]+m?s: arrived 20, served 20 \(late 0\), errors 0, hung 0, rejected 0, cancelled 0, max in flight 2\n$`).MatchString(last) {
+	if !regexp.MustCompile(`^spillway backend: stopped after [0-9.]+m?s: arrived 20, served 20 \(late 0\), errors 0, hung 0, rejected 0, cancelled 0, max in flight 2; by Spillway-Criticality: \(none\) 15, critical 5\n$`).MatchString(last) {
 		t.Errorf("last line %q", last)
 	}
 }
