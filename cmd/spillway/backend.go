@@ -350,7 +350,16 @@ func describeBackend(c *backend.Config) string {
 	}
 	fmt.Fprintf(&b, "), service %s, queue %d", (*serviceFlag)(&c.Service), c.Queue)
 	for _, w := range c.Schedule {
-		fmt.Fprintf(&b, ", %v-%v: %s req/s", w.From, w.To, rate(float64(w.Workers)/mean.Seconds()))
+		fmt.Fprintf(&b, ", %v-%v: %d workers, %s req/s", w.From, w.To, w.Workers, rate(float64(w.Workers)/mean.Seconds()))
+	}
+	if c.ErrorRate > 0 {
+		fmt.Fprintf(&b, ", errors %g%% (%d)", 100*c.ErrorRate, c.ErrorStatus)
+	}
+	if c.HangRate > 0 {
+		fmt.Fprintf(&b, ", hangs %g%%", 100*c.HangRate)
+	}
+	if c.HonorCancel {
+		b.WriteString(", honor-cancel")
 	}
 	fmt.Fprintf(&b, "; health %s, stats %s", c.HealthPath, statsPath)
 	return b.String()

@@ -340,6 +340,9 @@ func TestBackendLateAndHonorCancel(t *testing.T) {
 			want.Served, want.Late, want.Cancelled = 0, 0, 1
 		}
 		r := startBackend(t, args...)
+		if got := strings.Contains(r.out.String(), "queue 1000, honor-cancel; health"); got != honor {
+			t.Errorf("honor %v: start line %q", honor, r.out.String())
+		}
 		if code, _ := get(impatient, "http://"+r.addr+"/x"); code != 0 {
 			t.Fatalf("honor %v: the impatient client got %d, want a timeout", honor, code)
 		}
@@ -383,5 +386,23 @@ func TestBackendStopsOnSIGTERM(t *testing.T) {
 	code, ok := p.Wait(10 * time.Second)
 	if !ok || code != 0 || !stoppedRE.MatchString(p.Stdout()) {
 		t.Errorf("after SIGTERM: exited %v, status %d, stdout %q, stderr %q", ok, code, p.Stdout(), p.Stderr())
+	}
+}
+
+// The start line's capacity: workers over the mean service time with the
+// slow-down, for the schedule's windows too, and the failures injected.
+func TestDescribeBackend(t *testing.T) {
+	o, _, done := parseBackend([]string{"--workers", "3", "--service", "exp:40ms", "--slow-down", "2.5", "--queue", "0",
+		"--schedule", "10s-20s:1,30s-40s:0", "--error-rate", "0.25", "--hang-rate", "0.1", "--health-path", "/h"}, io.Discard, io.Discard)
+	if done {
+		t.Fatal("flags refused")
+	}
+	want := "capacity 30 req/s (3 workers / 100ms mean service time, slow-down 2.5 included), service exp:40ms, queue 0, " +
+		"10s-20s: 1 workers, 10 req/s, 30s-40s: 0 workers, 0 req/s, errors 25% (503), hangs 10%; health /h, stats /stats"
+	if got := describeBackend(&o.cfg); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got, want := rate(40.0/3), "13.3"; got != want {
+		t.Errorf("rate(40/3) = %q, want %q", got, want)
 	}
 }
