@@ -62,6 +62,7 @@ type h1conn struct {
 	method [24]byte // a copy of the method, valid while the body is read
 	ibuf   []byte   // 1xx heads
 	isHead bool     // the request's method is HEAD
+	sent   bool     // copyResponse wrote and flushed the whole answer
 
 	rec  record      // the request's bookkeeping (record.go)
 	pass *chain.Pass // the request's way through the route's policy chain (pooled; nil without)

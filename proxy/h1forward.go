@@ -92,6 +92,9 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 	}
 	keep = c.copyResponse(rt, m, hasBody)
 	c.watch.stop()
+	if c.sent {
+		c.watch.gone = false // it left after its whole answer: served, not gone
+	}
 	c.finished(es, status)
 	c.attemptDone(status >= 500)
 	c.uresp.Close()

@@ -21,6 +21,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	r := &c.uresp
 	h := &r.Head
+	c.sent = false
 	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive && c.mayKeep()
 	c.rec.upstream(h.Status)
 	noBody := httpwire.NoBody(c.method[:m], h.Status)
@@ -70,12 +71,11 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 		return false
 	}
 	if noBody {
-		return keep && c.flush() == nil
+		c.sent = c.flush() == nil
+		return keep && c.sent
 	}
-	if !c.copyBody(chunked) {
-		return false
-	}
-	return keep
+	c.sent = c.copyBody(chunked)
+	return keep && c.sent
 }
 
 // copyBody streams the response body, re-framed as chunks when chunked.
