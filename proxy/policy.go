@@ -198,7 +198,8 @@ func serverDelay(v string) float64 {
 // pickFor picks an endpoint for one attempt of a request with policy
 // pass p (nil: none): a retry avoids the endpoints already tried when the
 // cluster has others (a few draws, as a fast-failing endpoint looks the
-// emptiest to a least-request picker), and the endpoint is recorded.
+// emptiest to a least-request picker, then the least loaded untried
+// endpoint), and the endpoint is recorded.
 func (c *Cluster) pickFor(now float64, v *request.View, p *chain.Pass) (*balancer.EndpointState, error) {
 	es, err := c.pick(now, v)
 	if err != nil || p == nil {
@@ -217,9 +218,34 @@ func (c *Cluster) pickFor(now float64, v *request.View, p *chain.Pass) (*balance
 			}
 			other.Done(now, -1, false)
 		}
+		if !p.Untried(es.Addr()) { // every draw was an endpoint tried already
+			if other := c.leastUntried(now, p); other != nil {
+				es.Done(now, -1, false)
+				es = other
+			}
+		}
 	}
 	p.Tried(es.Addr())
 	return es, nil
+}
+
+// leastUntried returns (started) the eligible endpoint with the fewest
+// requests in flight among those p has not tried, or nil when it tried
+// them all.
+func (c *Cluster) leastUntried(now float64, p *chain.Pass) *balancer.EndpointState {
+	snap := c.Set.Current(now)
+	best := -1
+	for i := 0; i < snap.Len(); i++ {
+		if p.Untried(snap.Endpoint(i).Addr()) && (best < 0 || snap.Load(i) < snap.Load(best)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	e := snap.Endpoint(best)
+	e.Start()
+	return e
 }
 
 // exchangeTimeout bounds one HTTP/1.1 exchange (see exchangeBound).
