@@ -154,13 +154,17 @@ type ufAnswer struct {
 	err          error
 }
 
-// send sends one request with ufID id (safe off the test goroutine).
+// ufSend sends one request with ufID id, and an Idempotency-Key of id
+// too when id starts "key-" (safe off the test goroutine).
 func ufSend(c *http.Client, method, url, id string) ufAnswer {
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		return ufAnswer{err: err}
 	}
 	req.Header.Set(ufID, id)
+	if strings.HasPrefix(id, "key-") {
+		req.Header.Set("Idempotency-Key", id)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return ufAnswer{err: err}
@@ -183,14 +187,16 @@ func ufAddrs(svcs ...*ufSvc) string {
 }
 
 // TestFaultBackendKilled: three endpoints under 200 GET/s with retries
-// on, and twelve POSTs without Idempotency-Key in flight (half over
-// HTTP/1.1, half over h2c, each held 1.2 s by its backend); one backend is
-// killed (listener closed, connections reset) while it holds POSTs and at
-// least one GET. Every GET is answered 200 (the ones in flight at the
-// kill retried on another endpoint, later ones refused by the dead
-// address retried too until the outlier detector ejects it); every POST
-// reached exactly one backend, once; those at the killed one are answered
-// 502 upstream-reset, the others 200.
+// on, and 18 POSTs in flight (12 without Idempotency-Key, 6 with; half
+// over HTTP/1.1, half over h2c; each held 1.2 s by its backend); one
+// backend is killed (listener closed, connections reset) while it holds
+// both kinds of POST and at least one GET. Every GET is answered 200 (the
+// ones in flight at the kill retried on another endpoint, later ones
+// refused by the dead address retried too until the outlier detector
+// ejects it). Every POST without a key reached a backend exactly once:
+// those at the killed one are answered 502 upstream-reset, the others
+// 200. The keyed POSTs at the killed one were retried on another backend
+// and answered 200.
 func TestFaultBackendKilled(t *testing.T) {
 	noLeaks(t)
 	svcs := make([]*ufSvc, 3)
@@ -216,63 +222,69 @@ clusters:
 		return svcs[0].be.Stats().Served > 0 && svcs[1].be.Stats().Served > 0 && svcs[2].be.Stats().Served > 0
 	})
 
-	const posts = 12
-	answers := make([]ufAnswer, posts)
+	const plain, keyed = 12, 6
+	answers := map[string]*ufAnswer{}
 	var wg sync.WaitGroup
 	clients := []*http.Client{h1Client(t), h2cClient(t)}
-	for i := range posts {
-		wg.Go(func() { answers[i] = ufSend(clients[i%2], "POST", url+"/post", fmt.Sprint("post-", i)) })
-	}
-	arrived := func() int {
-		n := 0
-		for _, s := range svcs {
-			n += len(s.tagged("post-"))
+	for i := range plain + keyed {
+		id, a := fmt.Sprint("post-", i), new(ufAnswer)
+		if i >= plain {
+			id = fmt.Sprint("key-", i)
 		}
-		return n
+		answers[id] = a
+		wg.Go(func() { *a = ufSend(clients[i%2], "POST", url+"/post", id) })
 	}
-	eventually(t, 10*time.Second, "every POST at a backend", func() bool { return arrived() == posts })
-	victim := svcs[0]
-	for _, s := range svcs[1:] {
-		if len(s.tagged("post-")) > len(victim.tagged("post-")) {
+	eventually(t, 10*time.Second, "every POST at a backend", func() bool {
+		return len(svcs[0].tagged(""))+len(svcs[1].tagged(""))+len(svcs[2].tagged("")) == plain+keyed
+	})
+	var victim *ufSvc // holds both kinds of POST, the most plain ones
+	for _, s := range svcs {
+		if len(s.tagged("key-")) > 0 && (victim == nil || len(s.tagged("post-")) > len(victim.tagged("post-"))) {
 			victim = s
 		}
 	}
-	held := len(victim.tagged("post-"))
-	eventually(t, 10*time.Second, "a GET in flight at the victim", func() bool { return victim.be.Stats().InFlight > held })
-	gets := victim.be.Stats().InFlight - held
+	if victim == nil || len(victim.tagged("post-")) == 0 {
+		t.Fatalf("no backend holds both kinds of POST: %v %v %v", svcs[0].tagged(""), svcs[1].tagged(""), svcs[2].tagged(""))
+	}
+	held := victim.tagged("")
+	eventually(t, 10*time.Second, "a GET in flight at the victim", func() bool { return victim.be.Stats().InFlight > len(held) })
+	gets := victim.be.Stats().InFlight - len(held)
 	victim.kill()
 	time.Sleep(1500 * time.Millisecond) // the load goes on without the victim
 	stopLoad()
 	wg.Wait()
 	summary := load.verify(t, 300) // 200/s for 2 s and more; a starved machine still sends 300
 
-	at := map[string]*ufSvc{}
+	reached := map[string]int64{} // by the backends' counts of each id
 	for _, s := range svcs {
-		for id, n := range s.tagged("post-") {
-			if n != 1 || at[id] != nil {
-				t.Errorf("POST %s reached a backend %d times, and another before: %v (want once, at one backend)", id, n, at[id] != nil)
-			}
-			at[id] = s
+		for id, n := range s.tagged("") {
+			reached[id] += n
 		}
 	}
 	resets := 0
-	for i, a := range answers {
-		id := fmt.Sprint("post-", i)
+	for id, a := range answers {
+		keyedAt := held[id] > 0 && strings.HasPrefix(id, "key-")
 		switch {
 		case a.err != nil:
 			t.Errorf("POST %s: %v", id, a.err)
-		case at[id] == victim && (a.code != 502 || a.reason != "upstream-reset"):
+		case keyedAt && (reached[id] != 2 || a.code != 200):
+			t.Errorf("POST %s (Idempotency-Key) held by the killed backend: reached backends %d times, answered %d %q; want twice (retried elsewhere), 200", id, reached[id], a.code, a.reason)
+		case keyedAt:
+		case reached[id] != 1:
+			t.Errorf("POST %s reached backends %d times, want once", id, reached[id])
+		case held[id] > 0 && (a.code != 502 || a.reason != "upstream-reset"):
 			t.Errorf("POST %s held by the killed backend: %d %q %q, want 502 upstream-reset", id, a.code, a.reason, a.body)
-		case at[id] == victim:
+		case held[id] > 0:
 			resets++
 		case a.code != 200 || a.body != "ok\n":
 			t.Errorf("POST %s at a live backend: %d %q %q, want 200", id, a.code, a.reason, a.body)
 		}
 	}
-	if resets == 0 || resets != held {
-		t.Errorf("POSTs answered 502: %d, held by the killed backend: %d (want equal, > 0)", resets, held)
+	if want := len(victim.tagged("post-")); resets != want {
+		t.Errorf("POSTs answered 502: %d, plain POSTs held by the killed backend: %d (want equal)", resets, want)
 	}
-	t.Logf("load: %s; at the kill the victim held %d POSTs and %d GETs", summary, held, gets)
+	t.Logf("load: %s; at the kill the victim held POSTs %v and %d GETs; the route's retries: %+v",
+		summary, held, gets, g.cur.Load().routes[0].Policy.Counts())
 }
 
 // TestFaultRollingRestart: three endpoints with active checks and a 3 s
@@ -358,152 +370,48 @@ func arrivals(svcs []*ufSvc) []int64 {
 	return out
 }
 
-// The active checks of the hang tests: a check every 200 ms, none
-// overlapping, each given 100 ms; three failed in a row mark an endpoint
-// down. From the start of a hang the third failed check ends between
-// (fall−1)×interval + timeout and fall×interval + timeout + interval.
-const (
-	hangInterval, hangTimeout, hangFall = 200 * time.Millisecond, 100 * time.Millisecond, 3
-	hangChecks                          = "{active: {path: /healthz, interval: 200ms, timeout: 100ms, jitter: 0, fall: 3, rise: 1}"
-)
-
-// stateOf returns addr's state in the current generation's cluster name.
-func stateOf(g *Gateway, name, addr string) string {
-	st, _ := g.cur.Load().clusters[name].px.Set.State(g.clk.Now(), addr)
-	return st.String()
-}
-
-// firstState polls (every 2 ms, up to 10 s) the state of addr in cluster
-// name until it is not healthy, and returns that state and when it came.
-func firstState(g *Gateway, name, addr string) (string, time.Time) {
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		if st := stateOf(g, name, addr); st != "healthy" {
-			return st, time.Now()
-		}
-	}
-	return "healthy", time.Now()
-}
-
-// TestFaultHangDetected: one endpoint of each of two clusters starts to
-// hang (it accepts, reads, and never answers, health checks included) at
-// one instant. In cluster quiet, with no traffic, the active checks mark
-// it unhealthy between (fall−1)×interval + timeout − 20 ms and
-// fall×interval + timeout + interval + 300 ms after. In cluster busy,
-// under 200 GET/s with a 100 ms response-header timeout, the outlier
-// detector ejects it first (three gateway failures in a row), at least
-// one timeout and less than the active checks' earliest after.
-func TestFaultHangDetected(t *testing.T) {
+// TestFaultRetryAvoidsTriedEndpoint: a retry goes to an endpoint not
+// tried yet even when the picker keeps choosing the failed one. With
+// least_request a dead endpoint (connections refused, no outlier
+// detection) has the fewest requests in flight and wins most draws: under
+// 300 GET/s over it and two live endpoints, with a budget that allows
+// every retry, no request fails. With ring_hash every draw of a key is
+// the same endpoint: requests of 40 users over a dead and a live endpoint
+// all reach the live one.
+func TestFaultRetryAvoidsTriedEndpoint(t *testing.T) {
 	noLeaks(t)
-	var q, b [2]*ufSvc
-	for i := range 2 {
-		q[i] = startUF(t, "127.0.0.1:0", ufConfig(fmt.Sprint("q", i), 20*time.Millisecond))
-		b[i] = startUF(t, "127.0.0.1:0", ufConfig(fmt.Sprint("b", i), 20*time.Millisecond))
-	}
-	g := start(t, `
+	s0, s1 := startUF(t, "127.0.0.1:0", ufConfig("s0", 30*time.Millisecond)), startUF(t, "127.0.0.1:0", ufConfig("s1", 30*time.Millisecond))
+	dead := deadAddr(t)
+	g := start(t, fmt.Sprintf(`
 version: 1
 admin: {address: off}
 reload: {watch: false}
 listeners: [{name: web, address: "127.0.0.1:0"}]
 routes:
-  - {name: quiet, match: {prefix: /quiet}, cluster: quiet}
-  - {name: busy, cluster: busy, timeouts: {response_header: 100ms}}
+  - {name: hash, match: {prefix: /hash}, cluster: hash, policies: {retry: {attempts: 2, budget: {ratio: 1, max: 10000}}}}
+  - {name: main, cluster: app, policies: {retry: {attempts: 2, budget: {ratio: 1, max: 10000}}}}
 clusters:
-  - {name: quiet, endpoints: [`+ufAddrs(q[:]...)+`], health: `+hangChecks+`}}
-  - name: busy
-    endpoints: [`+ufAddrs(b[:]...)+`]
-    health: `+hangChecks+`, outlier: {consecutive_gateway_failure: 3, base_ejection_time: 1m, max_ejection_percent: 50}}
-`)
-	for _, s := range q {
-		eventually(t, 10*time.Second, "every endpoint healthy", func() bool { return stateOf(g, "quiet", s.addr) == "healthy" })
-	}
-	for _, s := range b {
-		eventually(t, 10*time.Second, "every endpoint healthy", func() bool { return stateOf(g, "busy", s.addr) == "healthy" })
-	}
-	load, stopLoad := ufLoad(t, "http://"+g.Addr("web")+"/busy", 200)
-	time.Sleep(300 * time.Millisecond)
-	began := time.Now()
-	q[0].be.SetHang(1)
-	b[0].be.SetHang(1)
-	var wg sync.WaitGroup
-	var qState, bState string
-	var qAt, bAt time.Time
-	wg.Go(func() { qState, qAt = firstState(g, "quiet", q[0].addr) })
-	wg.Go(func() { bState, bAt = firstState(g, "busy", b[0].addr) })
-	wg.Wait()
-	stopLoad()
-	active, passive := qAt.Sub(began), bAt.Sub(began)
-	lo := (hangFall-1)*hangInterval + hangTimeout - 20*time.Millisecond
-	hi := hangFall*hangInterval + hangTimeout + hangInterval + 300*time.Millisecond
-	if qState != "unhealthy" || active < lo || active > hi {
-		t.Errorf("quiet cluster: the hanging endpoint %s after %v, want unhealthy within [%v, %v]", qState, active, lo, hi)
-	}
-	if bState != "ejected" || passive < hangTimeout-10*time.Millisecond || passive >= lo {
-		t.Errorf("busy cluster: the hanging endpoint %s after %v, want ejected within [%v, %v)", bState, passive, hangTimeout-10*time.Millisecond, lo)
-	}
-	t.Logf("hang detected by the active checks after %v (bounds [%v, %v]), by the outlier detector under load after %v; load on busy: %d sent, %d not 2xx (timed out at the hanging endpoint)",
-		active.Round(time.Millisecond), lo, hi, passive.Round(time.Millisecond), load.sent.Load(), load.status.Load())
-}
-
-// TestFaultHangBreakerFallback: two clusters of one endpoint each, with a
-// breaker (3 failures in a row) and a 100 ms response-header timeout.
-// Both endpoints answer, then hang: three requests each are answered 504
-// upstream-timeout, then the breakers are open and the fallbacks answer —
-// the static one (200, its body and header, reason breaker-fallback) and
-// the fallback cluster's endpoint — over HTTP/1.1 and h2c, and the
-// hanging endpoints are asked nothing more.
-func TestFaultHangBreakerFallback(t *testing.T) {
-	noLeaks(t)
-	one, two, spare := startUF(t, "127.0.0.1:0", ufConfig("one", 10*time.Millisecond)),
-		startUF(t, "127.0.0.1:0", ufConfig("two", 10*time.Millisecond)), startUF(t, "127.0.0.1:0", ufConfig("spare", 10*time.Millisecond))
-	g := start(t, `
-version: 1
-admin: {address: off}
-reload: {watch: false}
-listeners: [{name: web, address: "127.0.0.1:0"}]
-routes:
-  - {name: static, match: {prefix: /static}, cluster: one, timeouts: {response_header: 100ms}}
-  - {name: other, cluster: two, timeouts: {response_header: 100ms}}
-clusters:
-  - name: one
-    endpoints: [`+ufAddrs(one)+`]
-    breaker: {threshold: 3, open: 1m, fallback: {status: 200, body: "from the fallback", headers: {X-Fallback: static}}}
-  - {name: two, endpoints: [`+ufAddrs(two)+`], breaker: {threshold: 3, open: 1m, fallback: {cluster: spare}}}
-  - {name: spare, endpoints: [`+ufAddrs(spare)+`]}
-`)
+  - {name: app, endpoints: [%q, %s]}
+  - {name: hash, picker: ring_hash, hash_key: {header: X-User}, endpoints: [%q, %s]}
+`, dead, ufAddrs(s0, s1), dead, ufAddrs(s0)))
 	url := "http://" + g.Addr("web")
-	clients := []*http.Client{h1Client(t), h2cClient(t)}
-	for _, path := range []string{"/static", "/other"} {
-		for i := range 2 {
-			if a := ufSend(clients[i], "GET", url+path, "before"); a.err != nil || a.code != 200 || a.body != "ok\n" {
-				t.Fatalf("GET %s before the hang: %+v", path, a)
+	load, stopLoad := ufLoad(t, url+"/get", 300)
+	time.Sleep(2 * time.Second)
+	stopLoad()
+	summary := load.verify(t, 300) // 300/s for 2 s; a starved machine still sends 300
+	c := h1Client(t)
+	for u := range 40 {
+		if code, _, body := fetch(t, c, "GET", url+"/hash", http.Header{"X-User": {fmt.Sprint("user-", u)}}); code != 200 || body != "ok\n" {
+			t.Fatalf("user-%d on the ring: %d %q, want 200 from the live endpoint", u, code, body)
+		}
+	}
+	counts := func(route string) string {
+		for _, r := range g.cur.Load().routes {
+			if r.Name == route {
+				return fmt.Sprintf("%+v", r.Policy.Counts())
 			}
 		}
+		return "no route " + route
 	}
-	one.be.SetHang(1)
-	two.be.SetHang(1)
-	for _, path := range []string{"/static", "/other"} {
-		for i := range 3 {
-			if a := ufSend(clients[i%2], "GET", url+path, "hung"); a.err != nil || a.code != 504 || a.reason != "upstream-timeout" {
-				t.Fatalf("GET %s %d at the hanging endpoint: %+v, want 504 upstream-timeout", path, i, a)
-			}
-		}
-	}
-	for _, c := range clients {
-		a := ufSend(c, "GET", url+"/static", "open")
-		if a.err != nil || a.code != 200 || a.body != "from the fallback" || a.reason != "breaker-fallback" || a.header.Get("X-Fallback") != "static" {
-			t.Errorf("GET /static with the breaker open: %+v, want 200 from the fallback, breaker-fallback, X-Fallback: static", a)
-		}
-		a = ufSend(c, "GET", url+"/other", "open")
-		if a.err != nil || a.code != 200 || a.body != "ok\n" || a.header.Get("Backend-Name") != "spare" {
-			t.Errorf("GET /other with the breaker open: %+v, want 200 from the spare cluster", a)
-		}
-	}
-	for _, s := range []*ufSvc{one, two} {
-		if st := s.be.Stats(); st.Arrived != 5 || st.Hung != 3 {
-			t.Errorf("backend %s: %d requests, %d hung; want 5 (2 before the hang, 3 timed out), 3", s.addr, st.Arrived, st.Hung)
-		}
-	}
-	if n := spare.be.Stats().Arrived; n != 2 {
-		t.Errorf("the spare cluster's endpoint saw %d requests, want the 2 sent while the breaker was open", n)
-	}
+	t.Logf("load: %s; retries on main %s, on hash %s", summary, counts("main"), counts("hash"))
 }
