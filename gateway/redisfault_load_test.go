@@ -180,7 +180,7 @@ func (l *faultLoad) check(t *testing.T, marks [numPhases + 1]time.Duration, stal
 		}
 	}
 	if healthy < 200 || late < 200 {
-		t.Errorf("HTTP requests answered while healthy: %d, from 2 × breaker open time after Redis returned: %d; want ≥ 200 each", healthy, late)
+		stalls.enforce(t, 0, marks[numPhases], "HTTP requests answered while healthy: %d, from 2 × breaker open time after Redis returned: %d; want ≥ 200 each", healthy, late)
 	}
 	if float64(healthyOK) < 0.99*float64(healthy) {
 		stalls.enforce(t, 0, out, "healthy: %d of %d HTTP requests served, want ≥ 99%%", healthyOK, healthy)
@@ -262,6 +262,19 @@ func (m *stallMeter) worstIn(from, to time.Duration) time.Duration {
 		}
 	}
 	return worst
+}
+
+// sumIn returns the total lateness of the stalls that overlapped [from, to].
+func (m *stallMeter) sumIn(from, to time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum time.Duration
+	for _, s := range m.stalls {
+		if s.at >= from && s.at-s.late <= to {
+			sum += s.late
+		}
+	}
+	return sum
 }
 
 // enforce fails t with the message unless a stall of at least the store

@@ -90,11 +90,13 @@ var phaseNames = [numPhases]string{"healthy", "black-holed", "killed", "back"}
 //
 // The phases start once the load has run for 500 ms with every decision
 // on Redis (at most 5 s; settle). The timing checks allow for the machine: a stallMeter measures how late
-// a goroutine that only sleeps wakes up. The decision bound is widened by
-// the worst such stall of the run; the 99% checks are enforced only when
-// no stall reached the store timeout in their window (a machine that
-// stops this process for longer than the timeout makes a healthy Redis
-// look dead to any client; the test logs the figures then).
+// a goroutine that only sleeps wakes up. A decision's bound is widened by
+// the stalls measured while it ran; the 99% checks and the counts (≥
+// 10,000 decisions, ≥ 200 requests) are enforced only when no stall
+// reached the store timeout in their window (a machine that stops this
+// process for longer than the timeout makes a healthy Redis look dead to
+// any client; the test logs the figures then). The floor, fail-closed and
+// status checks hold whatever the machine does.
 func TestRedisBlackHoledThenKilled(t *testing.T) {
 	noLeaks(t)
 	srv := redistest.Start(t)
@@ -107,7 +109,7 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 
 	var phase atomic.Int32
 	stalls := startStallMeter()
-	pr := startProbe(lims.of("api"), g.clk.Now, &phase)
+	pr := startProbe(lims.of("api"), g.clk.Now, &phase, stalls)
 	load := startFaultLoad(t, "http://"+g.Addr("web"), 300, stalls.began)
 	settle(t, reg, 5*time.Second)
 	var marks [numPhases + 1]time.Duration // phase starts, and the end
@@ -136,13 +138,13 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 
 	t.Logf("stalls of a sleeping goroutine: %s", stalls)
 	load.check(t, marks, stalls)
-	pr.check(t, stalls.worstIn(0, marks[numPhases]))
+	pr.check(t, stalls, marks[numPhases])
 	healthy := counts[phaseBlackHole].minus(counts[phaseHealthy])
 	after := counts[numPhases].minus(from)
 	t.Logf("decisions on Redis / by the fail mode: healthy %.0f / %.0f; from %v after Redis returned %.0f / %.0f; over the run %.0f with a breaker open",
 		healthy.decided, healthy.failMode, 2*faultRecovery, after.decided, after.failMode, counts[numPhases].breakerOpen)
 	if after.decided+after.failMode < 1000 {
-		t.Errorf("from 2 × breaker open time after Redis returned: %.0f decisions, want ≥ 1000", after.decided+after.failMode)
+		stalls.enforce(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions, want ≥ 1000", after.decided+after.failMode)
 	}
 	if after.decided < 0.99*(after.decided+after.failMode) {
 		stalls.enforce(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions on Redis, %.0f by the fail mode; want ≥ 99%% on Redis",
@@ -224,13 +226,21 @@ type probe struct {
 	wg    sync.WaitGroup
 
 	mu     sync.Mutex
-	took   []time.Duration           // every decision's time
-	slow   []string                  // the decisions over the bound: when, and what
+	took   []time.Duration // every decision's time
+	stalls *stallMeter
+	slow   []slowDecision            // the decisions over the bound
 	counts [numPhases]map[string]int // by phase: "path status reason"
 }
 
-func startProbe(lim *httplimit.Limiter, now func() float64, phase *atomic.Int32) *probe {
-	p := &probe{lim: lim, now: now, phase: phase, stop: make(chan struct{})}
+// slowDecision is a decision over store timeout + 5 ms: when it began
+// (on the stall meter's time), how long it took, and what it was.
+type slowDecision struct {
+	at, took time.Duration
+	what     string
+}
+
+func startProbe(lim *httplimit.Limiter, now func() float64, phase *atomic.Int32, stalls *stallMeter) *probe {
+	p := &probe{lim: lim, now: now, phase: phase, stalls: stalls, stop: make(chan struct{})}
 	for i := range p.counts {
 		p.counts[i] = map[string]int{}
 	}
@@ -272,7 +282,7 @@ func (p *probe) run(i int) {
 		took = append(took, d)
 		if d > faultTimeout+5*time.Millisecond {
 			p.mu.Lock()
-			p.slow = append(p.slow, fmt.Sprintf("%v in %s at %.3f: %s %d %s", d, phaseNames[ph], p.now(), v.Path, vd.Status, vd.Reason))
+			p.slow = append(p.slow, slowDecision{t0.Sub(p.stalls.began), d, fmt.Sprintf("%s: %s %d %s", phaseNames[ph], v.Path, vd.Status, vd.Reason)})
 			p.mu.Unlock()
 		}
 		if counts[ph] == nil {
@@ -299,11 +309,11 @@ func (p *probe) Stop() {
 	p.wg.Wait()
 }
 
-// check fails t unless ≥ 10,000 decisions were timed, none longer than the
-// store timeout + 5 ms + stall (the machine's worst stall of a sleeping
-// goroutine during the run), and the fail-closed rule refused every /pay
-// decision while Redis was away.
-func (p *probe) check(t *testing.T, stall time.Duration) {
+// check fails t unless ≥ 10,000 decisions were timed (by the end, when
+// the machine let the probes run), none longer than the store timeout +
+// 5 ms + the stalls of a sleeping goroutine while it ran (stallMeter), and
+// the fail-closed rule refused every /pay decision while Redis was away.
+func (p *probe) check(t *testing.T, stalls *stallMeter, end time.Duration) {
 	t.Helper()
 	slices.Sort(p.took)
 	n := len(p.took)
@@ -316,14 +326,21 @@ func (p *probe) check(t *testing.T, stall time.Duration) {
 		t.Logf("direct Check, %s: %v", phaseNames[ph], p.counts[ph])
 	}
 	if n < 10000 {
-		t.Errorf("%d decisions timed, want ≥ 10,000", n)
+		stalls.enforce(t, 0, end, "%d decisions timed, want ≥ 10,000", n)
 	}
 	bound := faultTimeout + 5*time.Millisecond
-	if over := n - atMost(p.took, bound); over > 0 {
-		t.Logf("%d of %d decisions over store timeout %v + 5ms; the first: %q", over, n, faultTimeout, p.slow[:min(len(p.slow), 5)])
+	if len(p.slow) > 0 {
+		t.Logf("%d of %d decisions over store timeout %v + 5ms", len(p.slow), n, faultTimeout)
 	}
-	if max := p.took[n-1]; max > bound+stall {
-		t.Errorf("longest decision %v, want ≤ store timeout %v + 5ms + the worst stall of a sleeping goroutine, %v", max, faultTimeout, stall)
+	var bad []string
+	for _, s := range p.slow {
+		if allow := stalls.sumIn(s.at, s.at+s.took); s.took > bound+allow {
+			bad = append(bad, fmt.Sprintf("%v at %v (%s), stalls meanwhile %v", s.took, s.at.Round(time.Millisecond), s.what, allow))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d decisions longer than store timeout %v + 5ms + the stalls of a sleeping goroutine meanwhile; the first: %q",
+			len(bad), faultTimeout, bad[:min(len(bad), 5)])
 	}
 	for _, ph := range []int{phaseBlackHole, phaseKilled} {
 		for k, c := range p.counts[ph] {
