@@ -28,6 +28,7 @@ const ufID = "X-Fault-Id"
 // once, stop shuts it down gracefully; a new life may then listen on the
 // same address.
 type ufSvc struct {
+	name string // its Backend-Name
 	addr string
 	be   *svc.Backend
 	srv  *http.Server
@@ -64,7 +65,7 @@ func startUF(t *testing.T, addr string, cfg svc.Config) *ufSvc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &ufSvc{addr: ln.Addr().String(), be: be, ln: ln, done: make(chan struct{})}
+	s := &ufSvc{name: cfg.Name, addr: ln.Addr().String(), be: be, ln: ln, done: make(chan struct{})}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	s.srv = &http.Server{Protocols: p, Handler: be}
@@ -193,16 +194,17 @@ func ufAddrs(svcs ...*ufSvc) string {
 // both kinds of POST and at least one GET. Every GET is answered 200 (the
 // ones in flight at the kill retried on another endpoint, later ones
 // refused by the dead address retried too until the outlier detector
-// ejects it). Every POST without a key reached a backend exactly once:
-// those at the killed one are answered 502 upstream-reset, the others
-// 200. The keyed POSTs at the killed one were retried on another backend
-// and answered 200.
+// ejects it; the budget's burst, max 100, covers them). Every POST
+// without a key reached a backend exactly once: those the killed one held
+// are answered 502 upstream-reset (unless it answered them before the
+// kill, on a stalled machine), the others 200. The keyed POSTs the killed
+// one held were retried on another backend and answered 200.
 func TestFaultBackendKilled(t *testing.T) {
 	noLeaks(t)
 	svcs := make([]*ufSvc, 3)
 	for i := range svcs {
 		cfg := ufConfig(fmt.Sprint("s", i), 30*time.Millisecond)
-		cfg.Costs = map[string]float64{"/post": 40} // 1.2 s
+		cfg.Costs = map[string]float64{"/post": 100} // 3 s
 		svcs[i] = startUF(t, "127.0.0.1:0", cfg)
 	}
 	g := start(t, `
@@ -210,7 +212,7 @@ version: 1
 admin: {address: off}
 reload: {watch: false}
 listeners: [{name: web, address: "127.0.0.1:0"}]
-routes: [{name: main, cluster: app, policies: {retry: {attempts: 2}}}]
+routes: [{name: main, cluster: app, policies: {retry: {attempts: 2, budget: {max: 100}}}}]
 clusters:
   - name: app
     endpoints: [`+ufAddrs(svcs...)+`]
@@ -261,9 +263,12 @@ clusters:
 			reached[id] += n
 		}
 	}
-	resets := 0
+	resets, early := 0, 0
 	for id, a := range answers {
-		keyedAt := held[id] > 0 && strings.HasPrefix(id, "key-")
+		// A POST the victim answered itself was done before the kill (a
+		// stalled machine can take 3 s to get there).
+		before := held[id] > 0 && a.err == nil && a.code == 200 && a.header.Get("Backend-Name") == victim.name
+		keyedAt := held[id] > 0 && !before && strings.HasPrefix(id, "key-")
 		switch {
 		case a.err != nil:
 			t.Errorf("POST %s: %v", id, a.err)
@@ -272,6 +277,8 @@ clusters:
 		case keyedAt:
 		case reached[id] != 1:
 			t.Errorf("POST %s reached backends %d times, want once", id, reached[id])
+		case before:
+			early++
 		case held[id] > 0 && (a.code != 502 || a.reason != "upstream-reset"):
 			t.Errorf("POST %s held by the killed backend: %d %q %q, want 502 upstream-reset", id, a.code, a.reason, a.body)
 		case held[id] > 0:
@@ -280,8 +287,8 @@ clusters:
 			t.Errorf("POST %s at a live backend: %d %q %q, want 200", id, a.code, a.reason, a.body)
 		}
 	}
-	if want := len(victim.tagged("post-")); resets != want {
-		t.Errorf("POSTs answered 502: %d, plain POSTs held by the killed backend: %d (want equal)", resets, want)
+	if want := len(victim.tagged("post-")); resets == 0 || resets+early > want {
+		t.Errorf("POSTs answered 502: %d, done before the kill: %d, plain POSTs held by the killed backend: %d (want some 502s, none beyond those held)", resets, early, want)
 	}
 	t.Logf("load: %s; at the kill the victim held POSTs %v and %d GETs; the route's retries: %+v",
 		summary, held, gets, g.cur.Load().routes[0].Policy.Counts())
