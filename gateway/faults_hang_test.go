@@ -39,7 +39,7 @@ func firstState(g *Gateway, name, addr string) (string, time.Time) {
 // one instant. In cluster quiet, with no traffic, the active checks mark
 // it unhealthy between (fall−1)×interval + timeout − 20 ms and
 // fall×interval + timeout + interval + 300 ms after. In cluster busy,
-// under 200 GET/s with a 100 ms response-header timeout, the outlier
+// under 200 GET/s with a 150 ms response-header timeout, the outlier
 // detector ejects it first (three gateway failures in a row), at least
 // one timeout and less than the active checks' earliest after.
 func TestFaultHangDetected(t *testing.T) {
@@ -56,7 +56,7 @@ reload: {watch: false}
 listeners: [{name: web, address: "127.0.0.1:0"}]
 routes:
   - {name: quiet, match: {prefix: /quiet}, cluster: quiet}
-  - {name: busy, cluster: busy, timeouts: {response_header: 100ms}}
+  - {name: busy, cluster: busy, timeouts: {response_header: 150ms}}
 clusters:
   - {name: quiet, endpoints: [`+ufAddrs(q[:]...)+`], health: `+hangChecks+`}}
   - name: busy
@@ -71,6 +71,9 @@ clusters:
 	}
 	load, stopLoad := ufLoad(t, "http://"+g.Addr("web")+"/busy", 200)
 	time.Sleep(300 * time.Millisecond)
+	if st := stateOf(g, "busy", b[0].addr); st != "healthy" {
+		t.Fatalf("busy cluster before the hang: %s %s, want healthy (the machine stalled answers past 150 ms?)", b[0].addr, st)
+	}
 	began := time.Now()
 	q[0].be.SetHang(1)
 	b[0].be.SetHang(1)
@@ -87,15 +90,16 @@ clusters:
 	if qState != "unhealthy" || active < lo || active > hi {
 		t.Errorf("quiet cluster: the hanging endpoint %s after %v, want unhealthy within [%v, %v]", qState, active, lo, hi)
 	}
-	if bState != "ejected" || passive < hangTimeout-10*time.Millisecond || passive >= lo {
-		t.Errorf("busy cluster: the hanging endpoint %s after %v, want ejected within [%v, %v)", bState, passive, hangTimeout-10*time.Millisecond, lo)
+	if first := 150 * time.Millisecond; bState != "ejected" || passive < first-10*time.Millisecond || passive >= lo {
+		t.Errorf("busy cluster: the hanging endpoint %s after %v, want ejected within [%v, %v)", bState, passive, first-10*time.Millisecond, lo)
 	}
 	t.Logf("hang detected by the active checks after %v (bounds [%v, %v]), by the outlier detector under load after %v; load on busy: %d sent, %d not 2xx (timed out at the hanging endpoint)",
 		active.Round(time.Millisecond), lo, hi, passive.Round(time.Millisecond), load.sent.Load(), load.status.Load())
 }
 
 // TestFaultHangBreakerFallback: two clusters of one endpoint each, with a
-// breaker (3 failures in a row) and a 100 ms response-header timeout.
+// breaker (3 failures in a row) and a 500 ms response-header timeout (a
+// stalled machine must not time the answers before the hang out).
 // Both endpoints answer, then hang: three requests each are answered 504
 // upstream-timeout, then the breakers are open and the fallbacks answer —
 // the static one (200, its body and header, reason breaker-fallback) and
@@ -111,8 +115,8 @@ admin: {address: off}
 reload: {watch: false}
 listeners: [{name: web, address: "127.0.0.1:0"}]
 routes:
-  - {name: static, match: {prefix: /static}, cluster: one, timeouts: {response_header: 100ms}}
-  - {name: other, cluster: two, timeouts: {response_header: 100ms}}
+  - {name: static, match: {prefix: /static}, cluster: one, timeouts: {response_header: 500ms}}
+  - {name: other, cluster: two, timeouts: {response_header: 500ms}}
 clusters:
   - name: one
     endpoints: [`+ufAddrs(one)+`]
