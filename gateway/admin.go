@@ -229,16 +229,15 @@ func policyOf(what string) string {
 	return "brownout (admission.brownout)"
 }
 
-// chainsOf returns the chains of route name in gen: one per http
-// listener that has the route.
+// chainsOf returns the chain of route name in gen (none, or one: the
+// listeners that have the route share it).
 func (gen *generation) chainsOf(name string) []*chain.Chain {
-	var out []*chain.Chain
 	for _, rt := range gen.routes {
 		if rt.Name == name && rt.Policy != nil {
-			out = append(out, rt.Policy)
+			return []*chain.Chain{rt.Policy}
 		}
 	}
-	return out
+	return nil
 }
 
 // sumCounts adds up the counters of a route's chains.

@@ -24,6 +24,16 @@ type policyState struct {
 	guards  map[string]keyed[*chain.Guard]  // by cluster name
 	budgets map[string]keyed[*retry.Budget] // by route name
 	limits  *routeLimits
+	// chains holds the generation's compiled chains by route name: a
+	// route on several listeners has one chain (one bulkhead, one set of
+	// counters, one bypass).
+	chains map[string]compiledChain
+}
+
+// compiledChain is a route's chain and its breaker's fallback cluster.
+type compiledChain struct {
+	ch       *chain.Chain
+	fallback *proxy.Cluster
 }
 
 // keyed is a policy object and the definition it was built from.
@@ -37,7 +47,8 @@ type keyed[T any] struct {
 // nil: rate limiters are updated last.
 func (g *Gateway) buildPolicies(gen *generation, prev *policyState) (*policyState, error) {
 	cfg := gen.cfg
-	next := &policyState{guards: map[string]keyed[*chain.Guard]{}, budgets: map[string]keyed[*retry.Budget]{}}
+	next := &policyState{guards: map[string]keyed[*chain.Guard]{}, budgets: map[string]keyed[*retry.Budget]{},
+		chains: map[string]compiledChain{}}
 	for i := range cfg.Clusters {
 		c := &cfg.Clusters[i]
 		var old keyed[*chain.Guard]
@@ -173,8 +184,21 @@ func budgetFor(r *config.Route, old keyed[*retry.Budget]) (keyed[*retry.Budget],
 	return keyed[*retry.Budget]{key: key, v: b}, nil
 }
 
-// chainFor compiles route r's chain over the generation's policy state.
+// chainFor returns route r's chain over the generation's policy state,
+// compiled the first time a listener asks for it.
 func (st *policyState) chainFor(cfgFile *config.Config, r *config.Route, clusters map[string]*cluster) (*chain.Chain, *proxy.Cluster, error) {
+	if c, ok := st.chains[r.Name]; ok {
+		return c.ch, c.fallback, nil
+	}
+	ch, fallback, err := st.compile(cfgFile, r, clusters)
+	if err == nil && st.chains != nil {
+		st.chains[r.Name] = compiledChain{ch, fallback}
+	}
+	return ch, fallback, err
+}
+
+// compile builds route r's chain.
+func (st *policyState) compile(cfgFile *config.Config, r *config.Route, clusters map[string]*cluster) (*chain.Chain, *proxy.Cluster, error) {
 	p := &r.Policies
 	cfg := chain.Config{
 		Route: r.Name, Guard: st.guards[r.Cluster].v, Class: p.ClassOf(), ClassHeader: p.ClassHeader,

@@ -109,3 +109,37 @@ func send(t *testing.T, c *http.Client, method, url, body, key string, chunked b
 	}
 	return resp.StatusCode, string(b)
 }
+
+// TestRouteChainSharedByListeners: a route on two listeners has one chain,
+// so its bulkhead bounds the route, not each listener.
+func TestRouteChainSharedByListeners(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	be := startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
+		<-release
+	})
+	g := start(t, `
+version: 1
+admin: {address: "127.0.0.1:0"}
+listeners: [{name: a, address: "127.0.0.1:0"}, {name: b, address: "127.0.0.1:0"}]
+routes: [{name: r, cluster: app, policies: {max_concurrent: 1}}]
+clusters: [{name: app, endpoints: ["`+be+`"]}]
+`)
+	done := make(chan int)
+	go func() {
+		code, _ := send(t, h1Client(t), "GET", "http://"+g.Addr("a")+"/x", "", "", false)
+		done <- code
+	}()
+	<-held
+	code, h, _ := fetch(t, h1Client(t), "GET", "http://"+g.Addr("b")+"/x", nil)
+	close(release)
+	if code != 503 || h.Get("Spillway-Reason") != "bulkhead" {
+		t.Fatalf("second request, on the other listener: %d %q; want 503 bulkhead", code, h.Get("Spillway-Reason"))
+	}
+	if c := <-done; c != 200 {
+		t.Fatalf("held request: %d", c)
+	}
+}
