@@ -128,6 +128,8 @@ type engine struct {
 	queue chan *call
 	pool  sync.Pool // of *call
 
+	latency tripLatency // of every pipeline sent
+
 	mu      sync.Mutex // guards refs and the lifecycle below
 	refs    int        // open Stores
 	ctx     context.Context
@@ -487,7 +489,9 @@ func (e *engine) pipeline(ctx context.Context, w *worker, chunks []chunk, full b
 		_ = pipe.Process(ctx, cmd)
 		w.cmds = append(w.cmds, cmd)
 	}
+	began := time.Now() // I/O timing at the edge: not a decision's clock
 	_, _ = pipe.Exec(ctx) // each command carries its own error
+	e.latency.observe(time.Since(began))
 }
 
 // appendArgs appends to w.args one script call deciding the items of

@@ -87,7 +87,9 @@ var (
 // id. Every rule has the store, fail-mode and breaker series; leased rules
 // add the lease series, and rules with a floor or a local tier their
 // memory series: at most 22 series per rule, whatever the traffic and the
-// keys.
+// keys. One histogram, spillway_ratelimit_redis_round_trip_seconds (no
+// labels; present while a rule store is open), times every pipeline sent
+// to Redis: the store's latency, answered or failed.
 //
 // Collect reads the layers' counters (atomics; the lease and memory
 // tables sum their shards, each under its lock) at scrape time: nothing is
@@ -196,6 +198,7 @@ func (sc *storesCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allMetrics {
 		ch <- d
 	}
+	ch <- metricTripLatency
 }
 
 // Collect sends every open rule store's figures; see Stores.Collector.
@@ -254,6 +257,9 @@ func (sc *storesCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for rule, c := range byRule {
 		c.send(ch, rule)
+	}
+	if len(byRule) > 0 { // with the rules' series: none while no store is open
+		ch <- s.eng.latency.histogram()
 	}
 }
 
