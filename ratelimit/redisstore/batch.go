@@ -489,7 +489,7 @@ func (e *engine) pipeline(ctx context.Context, w *worker, chunks []chunk, full b
 		_ = pipe.Process(ctx, cmd)
 		w.cmds = append(w.cmds, cmd)
 	}
-	began := time.Now() // I/O timing at the edge: not a decision's clock
+	began := time.Now()   // I/O timing at the edge: not a decision's clock
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	e.latency.observe(time.Since(began))
 }
