@@ -180,12 +180,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A retry or hedge of a call that already used this endpoint: pick
 		// again a few times for one it has not tried (a fast-failing
 		// endpoint looks the emptiest to a least-request picker).
-		for k := 0; k < 3; k++ {
+		for k := 0; k < 3 && tried.Has(snap.Endpoint(i).Addr()); k++ {
 			j, err2 := t.picker.Pick(snap, now)
 			if err2 == nil && j >= 0 && j < snap.Len() && !tried.Has(snap.Endpoint(j).Addr()) {
 				i = j
-				break
 			}
+		}
+		if tried.Has(snap.Endpoint(i).Addr()) {
+			// Every draw was tried already (a dead endpoint winning each,
+			// or one hash key's endpoint): the least loaded untried one.
+			i = leastUntried(snap, tried, i)
 		}
 	}
 	if err != nil {
@@ -359,4 +363,20 @@ func (b *doneBody) Close() error {
 	err := b.c.body.Close()
 	b.c.finish()
 	return err
+}
+
+// leastUntried returns the index of the endpoint of snap with the fewest
+// requests in flight among those tried has not seen, or i when it has
+// seen them all.
+func leastUntried(snap *balancer.Snapshot, tried *balancer.Tried, i int) int {
+	best := -1
+	for j := 0; j < snap.Len(); j++ {
+		if !tried.Has(snap.Endpoint(j).Addr()) && (best < 0 || snap.Load(j) < snap.Load(best)) {
+			best = j
+		}
+	}
+	if best < 0 {
+		return i
+	}
+	return best
 }
