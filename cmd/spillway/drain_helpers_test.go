@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,13 +79,15 @@ func (p *phaseCounts) String() string {
 // over the clients in turn. Each request is counted by the instant its
 // goroutine starts it: before signalled (phase 0) or after (phase 1); one
 // whose goroutine starts after cutoff — a starved machine can delay it
-// that long — is not sent (late).
+// that long — is not sent (late), and one whose connection was dialled
+// only after closed (the listeners' close), so refused, is late too.
 type phasedLoad struct {
 	clients   []*http.Client
 	url       string
 	rate      float64
 	signalled atomic.Int64 // unix ns; 0: not yet
 	cutoff    atomic.Int64 // unix ns; 0: none
+	closed    atomic.Int64 // unix ns the listeners close; 0: not known
 	counts    [2]phaseCounts
 	skipped   atomic.Int64
 	late      atomic.Int64
@@ -138,8 +144,18 @@ func (l *phasedLoad) one(c *http.Client) {
 	if s := l.signalled.Load(); s != 0 && now >= s {
 		pc = &l.counts[1]
 	}
+	var dialed atomic.Int64
+	trace := &httptrace.ClientTrace{ConnectStart: func(string, string) { dialed.Store(time.Now().UnixNano()) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", l.url, nil)
+	if err != nil {
+		panic(err)
+	}
+	resp, err := c.Do(req)
+	if cl := l.closed.Load(); err != nil && cl != 0 && dialed.Load() >= cl && errors.Is(err, syscall.ECONNREFUSED) {
+		l.late.Add(1) // dialled after the delay, by a goroutine the machine held back
+		return
+	}
 	pc.sent.Add(1)
-	resp, err := c.Get(l.url)
 	if err == nil {
 		var body []byte
 		body, err = io.ReadAll(resp.Body)

@@ -74,6 +74,7 @@ clusters: [{name: app, endpoints: ["`+be.addr+`"]}]
 	sigterm := time.Now()
 	load.signalled.Store(sigterm.UnixNano())
 	load.cutoff.Store(sigterm.Add(500 * time.Millisecond).UnixNano()) // well inside the 1s delay
+	load.closed.Store(sigterm.Add(time.Second).UnixNano())            // the listeners close after the delay
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
