@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/spillwayhq/spillway/config"
 )
 
 // The policy chain's cost on the request path (issue 13 item 8): a gateway
@@ -160,22 +158,7 @@ var benchRequest = []byte("GET / HTTP/1.1\r\nHost: bench\r\nUser-Agent: wrk\r\nA
 // answered want.
 func benchGateway(b *testing.B, routes string, want int, wantReason string, prepare ...func(*testing.B, string)) {
 	text := "version: 1\nadmin: {address: \"off\"}\nreload: {watch: false}\nlisteners: [{name: web, address: \"127.0.0.1:0\"}]\n" + routes
-	cfg, err := config.Parse("bench.yaml", []byte(text))
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := Build(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	})
+	g := startOpts(b, text, Options{Logger: slog.New(slog.DiscardHandler)})
 	addr := g.Addr("web")
 	for _, p := range prepare {
 		p(b, addr)

@@ -37,7 +37,7 @@ func named(t *testing.T, name string) string {
 func start(t *testing.T, yaml string) *Gateway { return startOpts(t, yaml, Options{}) }
 
 // startOpts is start with options.
-func startOpts(t *testing.T, yaml string, opts Options) *Gateway {
+func startOpts(t testing.TB, yaml string, opts Options) *Gateway {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {
@@ -48,7 +48,7 @@ func startOpts(t *testing.T, yaml string, opts Options) *Gateway {
 
 // launch builds and starts a gateway from cfg and shuts it down at
 // cleanup (within 10 s, without error).
-func launch(t *testing.T, cfg *config.Config, opts Options) *Gateway {
+func launch(t testing.TB, cfg *config.Config, opts Options) *Gateway {
 	t.Helper()
 	g, err := Build(cfg, opts)
 	if err != nil {

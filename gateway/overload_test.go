@@ -375,12 +375,7 @@ clusters:
     admission: {algorithm: fixed, initial_limit: 2, shares: {critical: 1, default: 1, sheddable: 0.5}}
 `)
 	c := h1Client(t)
-	done := make(chan int, 1)
-	go func() {
-		code, _, _ := fetch(t, c, "GET", "http://"+g.Addr("edge")+"/hold", nil)
-		done <- code
-	}()
-	eventually(t, 5*time.Second, "the held request reaches the backend", func() bool { return seen.has("/hold=sheddable") })
+	done := holdSheddable(t, c, "http://"+g.Addr("edge")+"/hold", &seen)
 	crit := http.Header{"Spillway-Criticality": {"critical"}}
 	if code, h, _ := fetch(t, c, "GET", "http://"+g.Addr("edge")+"/spoofed", crit); code != 503 || h.Get("Spillway-Reason") != "admit:limit" {
 		t.Errorf("untrusted peer claiming critical: %d %v, want 503 admit:limit", code, h)

@@ -208,12 +208,7 @@ clusters:
     admission: {algorithm: fixed, initial_limit: 2, shares: {critical: 1, default: 1, sheddable: 0.5}}
 `)
 	c := h1Client(t)
-	done := make(chan int, 1)
-	go func() {
-		code, _, _ := fetch(t, c, "GET", "http://"+g.Addr("web")+"/hold", nil)
-		done <- code
-	}()
-	eventually(t, 5*time.Second, "the held request reaches the backend", func() bool { return classes.has("/hold=sheddable") })
+	done := holdSheddable(t, c, "http://"+g.Addr("web")+"/hold", &classes)
 	spoof := http.Header{"Spillway-Criticality": {"critical"}}
 	code, h, _ := fetch(t, c, "GET", "http://"+g.Addr("web")+"/more", spoof)
 	if code != 503 || h.Get("Spillway-Reason") != "admit:limit" || h.Get("Retry-After") == "" {
@@ -277,3 +272,18 @@ func (m *seenList) has(s string) bool {
 	return slices.Contains(m.seen, s)
 }
 func (m *seenList) list() []string { m.mu.Lock(); defer m.mu.Unlock(); return slices.Clone(m.seen) }
+
+// holdSheddable sends GET url (a path the backend holds) on its own goroutine,
+// waits until seen shows it arrived as sheddable, and returns where its
+// status will be sent.
+func holdSheddable(t *testing.T, c *http.Client, url string, seen *seenList) <-chan int {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := fetch(t, c, "GET", url, nil)
+		done <- code
+	}()
+	path := url[strings.LastIndex(url, "/"):]
+	eventually(t, 5*time.Second, "the held request reaches the backend", func() bool { return seen.has(path + "=sheddable") })
+	return done
+}
