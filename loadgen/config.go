@@ -65,10 +65,16 @@ type Config struct {
 	// sequence number).
 	Vars map[string]int
 
-	// Timeout bounds each call (retries included), measured from its
-	// intended send; an answer after it is not good. Default 1s. It is
-	// also sent as the call's deadline (Spillway-Timeout).
+	// Timeout is the client's timeout for one attempt: an attempt not
+	// answered within it fails (and may be retried, as the seed's clients
+	// do). A call is good when it ends 2xx within Timeout of its intended
+	// send (first attempt) or of its successful retry's send. Default 1s.
+	// Each attempt carries its remaining time as its deadline
+	// (Spillway-Timeout), at most what is left of the call's Deadline.
 	Timeout time.Duration
+	// Deadline bounds the whole call, retries included, from its intended
+	// send. Default Timeout × (1 + Retries) plus Retries × BackoffCap.
+	Deadline time.Duration
 	// MaxInFlight bounds the calls in flight; an arrival that finds it full
 	// is unsent. Default 10000.
 	MaxInFlight int
