@@ -47,9 +47,10 @@ type StepResult struct {
 	Throughput float64 // OK per second of Elapsed
 	Goodput    float64 // Good per second of Elapsed
 
-	Latency Quantiles // every arrival; a timed-out or unsent one counts as the timeout
-	SendLag Quantiles // actual − intended send time of the sent ones
-	Invalid bool      // SendLag.P99 > Config.MaxSendLag: the generator was late
+	Latency     Quantiles // every arrival; a timed-out or unsent one counts as the timeout
+	GoodLatency Quantiles // the good calls only (the seed's tables report this p99)
+	SendLag     Quantiles // actual − intended send time of the sent ones
+	Invalid     bool      // SendLag.P99 > Config.MaxSendLag: the generator was late
 
 	Statuses map[int]int               // final answers by HTTP status; 0: transport error or timeout
 	Refusals map[string]map[string]int // class → Spillway-Reason → count (answers that carried one)
