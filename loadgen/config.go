@@ -73,7 +73,8 @@ type Config struct {
 	// (Spillway-Timeout), at most what is left of the call's Deadline.
 	Timeout time.Duration
 	// Deadline bounds the whole call, retries included, from its intended
-	// send. Default Timeout × (1 + Retries) plus Retries × BackoffCap.
+	// send. Default Timeout × (1 + Retries), plus Retries × BackoffCap
+	// for RetryBackoff and RetryBudget. At least Timeout.
 	Deadline time.Duration
 	// MaxInFlight bounds the calls in flight; an arrival that finds it full
 	// is unsent. Default 10000.

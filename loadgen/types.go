@@ -43,14 +43,19 @@ type StepResult struct {
 	Failed   int // Offered − Good: errors, timeouts, late answers and unsent
 	Timeouts int // no answer within the timeout (unsent included)
 	Retries  int // retries sent by the client policy for this step's arrivals
+	Attempts int // attempts sent during the step's window, whatever their arrival's step: the load the server saw
 
 	Throughput float64 // OK per second of Elapsed
 	Goodput    float64 // Good per second of Elapsed
 
-	Latency     Quantiles // every arrival; a timed-out or unsent one counts as the timeout
+	Latency     Quantiles // every arrival; an unsent one counts as Timeout, a timed-out one as the time it was given up (Timeout to Deadline)
 	GoodLatency Quantiles // the good calls only (the seed's tables report this p99)
 	SendLag     Quantiles // actual − intended send time of the sent ones
 	Invalid     bool      // SendLag.P99 > Config.MaxSendLag: the generator was late
+	// Partial: the run stopped (ctx ended or an abort) before the step was
+	// over; it counts the arrivals that ended before the stop, and calls
+	// cut short by the stop are not counted at all.
+	Partial bool
 
 	Statuses map[int]int               // final answers by HTTP status; 0: transport error or timeout
 	Refusals map[string]map[string]int // class → Spillway-Reason → count (answers that carried one)

@@ -1,0 +1,88 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/spillwayhq/spillway/deadline"
+)
+
+// errAttemptTimeout ends an attempt that was not answered within Timeout
+// while its call still had time: a transport error, not the caller's
+// context ending, so client.DefaultRetryable retries it.
+var errAttemptTimeout = errors.New("loadgen: attempt timed out")
+
+// callKey carries a call's *callState in its request's context.
+type callKey struct{}
+
+// callState is what the attempts of one call report to the worker that
+// sent it. The attempts of a call run one after the other on the worker's
+// goroutine (no hedging), so it needs no lock.
+type callState struct {
+	intended time.Duration // since the run's base
+	attempts int
+	lastSend time.Duration // the latest attempt's send, since the base
+	end      time.Duration // the latest attempt's end (body read), since the base
+	timedOut bool          // the latest attempt was given up at its deadline
+	gaveUp   time.Duration // that deadline, since the base
+}
+
+// attempts is the RoundTripper under client.Transport (or alone, with
+// RetryNone): it gives each attempt its own timeout, sends it with its
+// remaining time in Spillway-Timeout, reads and discards the whole body
+// inside that timeout, and counts the attempt in the window it was sent in.
+type attempts struct {
+	next http.RoundTripper
+	r    *runner
+}
+
+func (t *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
+	call := req.Context()
+	st, _ := call.Value(callKey{}).(*callState)
+	if st == nil {
+		return nil, errors.New("loadgen: request without a call")
+	}
+	now := t.r.since()
+	st.attempts++
+	st.lastSend = now
+	t.r.steps[t.r.windowAt(now)].attempts.Add(1)
+	// The first attempt's timeout runs from the intended send (latency is
+	// measured from there); a retry's from its own send.
+	due := now + t.r.cfg.Timeout
+	if st.attempts == 1 {
+		due = st.intended + t.r.cfg.Timeout
+	}
+	ctx, cancel := context.WithDeadline(call, t.r.base.Add(due))
+	defer cancel()
+	r := req.WithContext(ctx)
+	r.Header = req.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header, 1)
+	}
+	deadline.SetHeader(r.Header, ctx, t.r.base.Add(now), 0)
+	resp, err := t.next.RoundTrip(r)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		resp.Body = http.NoBody
+	}
+	st.end = t.r.since()
+	st.timedOut = false
+	if err == nil {
+		return resp, nil
+	}
+	if call.Err() != nil { // the call's deadline, or the run stopping
+		st.timedOut = errors.Is(call.Err(), context.DeadlineExceeded)
+		st.gaveUp = st.intended + t.r.cfg.Deadline
+		return nil, call.Err()
+	}
+	if ctx.Err() != nil {
+		st.timedOut = true
+		st.gaveUp = min(due, st.intended+t.r.cfg.Deadline)
+		return nil, errAttemptTimeout
+	}
+	return nil, err
+}
