@@ -38,17 +38,20 @@ const maxBisections = 20
 
 // Knee is the highest rate found sustained.
 type Knee struct {
-	Rate    float64       // the highest sustained rate (0 when none was)
-	Safe    float64       // SafeShare × Rate
-	Fail    float64       // the lowest rate above Rate that failed; 0 when none did
-	BaseP99 time.Duration // the p99 the P99Factor multiplies (after the floor)
+	Rate float64 // the highest sustained rate (0 when none was)
+	Safe float64 // SafeShare × Rate
+	Fail float64 // the lowest rate above Rate that failed; 0 when none did
+	// FailReason says why Fail failed (KneeCriteria.Fails); "" when it is
+	// not known (Bisect never probed Fail itself).
+	FailReason string
+	BaseP99    time.Duration // the p99 the P99Factor multiplies (after the floor)
 	// Bounded is true when even the highest trusted step passed: the knee
 	// is at least Rate, and the ramp did not reach it.
 	Bounded bool
 	// Probes are Bisect's steps, in the order run (FindKnee adds none).
 	Probes []StepResult
 	// Untrusted are the indices (StepResult.Index) of the steps FindKnee
-	// left out: invalid (the generator was late) or empty.
+	// left out: invalid (the generator was late), partial or empty.
 	Untrusted []int
 }
 
@@ -78,18 +81,20 @@ func (c KneeCriteria) Base(p99 time.Duration) time.Duration {
 }
 
 // Fails says why s is not sustained against the lowest step's p99 base,
-// or "" when it is. An invalid step fails: its figures measure the
-// generator as much as the service.
+// or "" when it is. An invalid step fails (its figures measure the
+// generator as much as the service), and so do a partial and an empty one.
 func (c KneeCriteria) Fails(s StepResult, base time.Duration) string {
 	c = c.withDefaults()
 	limit := time.Duration(c.P99Factor * float64(c.Base(base)))
 	switch {
 	case s.Invalid:
-		return fmt.Sprintf("invalid (send lag p99 %v)", s.SendLag.P99)
+		return fmt.Sprintf("invalid (send lag p99 %v)", roundMs(s.SendLag.P99))
+	case s.Partial:
+		return "partial (the run stopped during it)"
 	case s.Offered == 0:
 		return "nothing offered"
 	case s.Latency.P99 > limit:
-		return fmt.Sprintf("p99 %v above %g × %v", s.Latency.P99, c.P99Factor, c.Base(base))
+		return fmt.Sprintf("p99 %v above %g × %v", roundMs(s.Latency.P99), c.P99Factor, roundMs(c.Base(base)))
 	case s.ErrorRate() > c.MaxErrorRate:
 		return fmt.Sprintf("errors %.2f%% above %.2f%%", 100*s.ErrorRate(), 100*c.MaxErrorRate)
 	case s.GoodShare() < c.MinGoodShare:
@@ -98,10 +103,14 @@ func (c KneeCriteria) Fails(s StepResult, base time.Duration) string {
 	return ""
 }
 
+// roundMs rounds d to a tenth of a millisecond, for messages.
+func roundMs(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+
 // FindKnee finds the knee of a ramp: the highest step, taken in order of
 // rate, below the first that fails c. Steps that cannot be trusted —
 // invalid ones (the generator was late, so the service's figures are not
-// known) and empty ones — are left out: they neither pass nor fail, and
+// known), partial ones (the run stopped during them) and empty ones — are
+// left out: they neither pass nor fail, and
 // are listed in Knee.Untrusted. The base p99 is the lowest trusted step's.
 // ok is false when no step is trusted or the lowest one already fails (the
 // knee is below the ramp).
@@ -110,7 +119,7 @@ func FindKnee(steps []StepResult, c KneeCriteria) (k Knee, ok bool) {
 	slices.SortStableFunc(sorted, func(a, b StepResult) int { return cmp.Compare(a.Rate, b.Rate) })
 	var trusted []StepResult
 	for _, s := range sorted {
-		if s.Invalid || s.Offered == 0 {
+		if s.Invalid || s.Partial || s.Offered == 0 {
 			k.Untrusted = append(k.Untrusted, s.Index)
 			continue
 		}
@@ -122,8 +131,8 @@ func FindKnee(steps []StepResult, c KneeCriteria) (k Knee, ok bool) {
 	k.BaseP99 = c.Base(trusted[0].Latency.P99)
 	k.Bounded = true
 	for _, s := range trusted {
-		if c.Fails(s, k.BaseP99) != "" {
-			k.Fail, k.Bounded = s.Rate, false
+		if why := c.Fails(s, k.BaseP99); why != "" {
+			k.Fail, k.FailReason, k.Bounded = s.Rate, why, false
 			break
 		}
 		k.Rate = s.Rate
@@ -163,10 +172,10 @@ func Bisect(ctx context.Context, lo, hi float64, base time.Duration, c KneeCrite
 			break
 		}
 		k.Probes = append(k.Probes, s)
-		if c.Fails(s, base) == "" {
+		if why := c.Fails(s, base); why == "" {
 			lo = mid
 		} else {
-			hi = mid
+			hi, k.FailReason = mid, why
 		}
 	}
 	k.Rate, k.Safe, k.Fail = lo, SafeShare*lo, hi

@@ -22,6 +22,11 @@ func invalid(s StepResult) StepResult {
 	return s
 }
 
+func partial(s StepResult) StepResult {
+	s.Partial = true
+	return s
+}
+
 // ramp is 100 to 300 req/s against a service of capacity 200.
 func ramp() []StepResult {
 	return []StepResult{
@@ -51,6 +56,7 @@ func TestFindKnee(t *testing.T) {
 		{"invalid top steps: bounded", []StepResult{ramp()[0], ramp()[1], invalid(ramp()[3]), invalid(ramp()[4])}, true, 150, 0, 52 * ms, true, []int{3, 4}},
 		{"lowest fails", []StepResult{step(0, 100, 950, 950, 52*ms), ramp()[1]}, false, 0, 100, 52 * ms, false, nil},
 		{"a pass above the first failure is not the knee", []StepResult{ramp()[0], step(1, 150, 1000, 900, 55*ms), ramp()[2]}, true, 100, 150, 52 * ms, false, nil},
+		{"partial step left out", []StepResult{ramp()[0], ramp()[1], partial(ramp()[3])}, true, 150, 0, 52 * ms, true, []int{3}},
 		{"nothing trusted", []StepResult{invalid(ramp()[0])}, false, 0, 0, 0, false, []int{0}},
 		{"no steps", nil, false, 0, 0, 0, false, nil},
 	} {
@@ -86,6 +92,7 @@ func TestKneeCriteriaFails(t *testing.T) {
 		{"goodput share 0.99", step(0, 1, 1000, 980, 60*ms), KneeCriteria{MinGoodShare: 0.99}, true},
 		{"invalid fails", invalid(step(0, 1, 1000, 1000, 60*ms)), KneeCriteria{}, true},
 		{"empty fails", StepResult{Rate: 1}, KneeCriteria{}, true},
+		{"partial fails", partial(step(0, 1, 1000, 1000, 60*ms)), KneeCriteria{}, true},
 	} {
 		if got := c.crit.Fails(c.s, base); (got != "") != c.fail {
 			t.Errorf("%s: Fails = %q, want failing %v", c.name, got, c.fail)
