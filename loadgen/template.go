@@ -69,7 +69,8 @@ func validVarName(s string) bool {
 
 // compile splits s at its {{name}} variables (spaces inside the braces are
 // allowed). Braces around anything that is not a name stay as they are; a
-// name that is neither seq nor in index is an error.
+// name that is neither seq nor in index is an error, unless index is nil
+// (then every name is variable 0, which renders as 0 without values).
 func compile(s string, index map[string]int) (tmpl, error) {
 	var t tmpl
 	lit := 0 // start of the pending literal
@@ -93,7 +94,7 @@ func compile(s string, index map[string]int) (tmpl, error) {
 		switch {
 		case name == seqVar:
 			v = partSeq
-		case !ok:
+		case !ok && index != nil:
 			return tmpl{}, fmt.Errorf("unknown variable {{%s}}%s", name, known(index))
 		}
 		if open > lit {
@@ -134,21 +135,4 @@ func (t tmpl) render(dst []byte, vals []int64, seq uint64) []byte {
 		}
 	}
 	return dst
-}
-
-// String returns t's literal text with its variables as {{#n}}, for tests
-// and messages.
-func (t tmpl) String() string {
-	var b strings.Builder
-	for _, p := range t.parts {
-		switch p.v {
-		case partLit:
-			b.WriteString(p.lit)
-		case partSeq:
-			b.WriteString("{{seq}}")
-		default:
-			fmt.Fprintf(&b, "{{#%d}}", p.v)
-		}
-	}
-	return b.String()
 }
