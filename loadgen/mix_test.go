@@ -94,12 +94,12 @@ func TestSeedRepeats(t *testing.T) {
 	srv := newServer(t, nil)
 	defer srv.Close()
 	cfg := Config{
-		Targets: []Target{{URL: srv.URL + "/a/{{seq}}/{{user}}"}, {URL: srv.URL + "/b/{{seq}}/{{user}}"}},
-		Steps:   []Step{{Rate: 200, Duration: 500 * time.Millisecond}},
-		Vars:    map[string]int{"user": 1000},
-		Classes: []Class{{"critical", 0.5}},
+		Targets:  []Target{{URL: srv.URL + "/a/{{seq}}/{{user}}"}, {URL: srv.URL + "/b/{{seq}}/{{user}}"}},
+		Steps:    []Step{{Rate: 200, Duration: 500 * time.Millisecond}},
+		Vars:     map[string]int{"user": 1000},
+		Classes:  []Class{{"critical", 0.5}},
 		Arrivals: Poisson,
-		Seed:    42,
+		Seed:     42,
 	}
 	draws := func() map[string]string {
 		before := len(srv.seenAll())
