@@ -1,0 +1,164 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/spillwayhq/spillway/internal/leakcheck"
+)
+
+func noLeaks(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { leakcheck.Verify(t, 10*time.Second, opt) })
+}
+
+// TestOverloadProtects runs the four gateway configs at twice the
+// backend's capacity for 8 s, from an empty system: the protected ones
+// keep goodput near capacity and serve the critical requests, the
+// unprotected one drowns in its queue (answers later than the client's
+// 1 s timeout are wasted). The bounds: protected goodput ≥ 3× the
+// unprotected one's, critical success ≥ 95%.
+func TestOverloadProtects(t *testing.T) {
+	noLeaks(t)
+	p := DefaultPlan()
+	p.Level = 8 * time.Second
+	lanes := overloadLanes(p)
+	rows, err := runLevel(context.Background(), p, lanes, 2*p.Capacity(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]Row{}
+	for _, r := range rows {
+		by[r.Lane] = r
+		t.Logf("%-9s good/s %5.1f  p99 %v  critical ok %s  refused %d  invalid %v", r.Lane, r.GoodPerSec, r.P99, pct(r.CriticalOK), r.Rejected, r.Invalid)
+	}
+	none := by["none"]
+	for _, lane := range []string{"priority", "adaptive"} {
+		r := by[lane]
+		if r.GoodPerSec < 3*none.GoodPerSec {
+			t.Errorf("%s: goodput %.1f/s; want ≥ 3 × the unprotected %.1f/s", lane, r.GoodPerSec, none.GoodPerSec)
+		}
+		if r.CriticalOK < 0.95 {
+			t.Errorf("%s: critical ok %s; want ≥ 95%%", lane, pct(r.CriticalOK))
+		}
+	}
+	if b := by["bounded"]; b.GoodPerSec < 3*none.GoodPerSec {
+		t.Errorf("bounded: goodput %.1f/s; want ≥ 3 × the unprotected %.1f/s", b.GoodPerSec, none.GoodPerSec)
+	}
+}
+
+// TestDipRetries runs the capacity dip at a quarter of the seed's times
+// (dip 7.5–15 s of 30 s): with immediate retries the offered load is
+// still ≥ 2.5× the new requests' rate 30 s (scaled: 7.5 s) after the
+// capacity came back; with budgeted retries and expired work dropped,
+// goodput is back to ≥ 90% of the base within 10 s (scaled: 2.5 s).
+func TestDipRetries(t *testing.T) {
+	noLeaks(t)
+	p := QuickPlan()
+	series, err := runDip(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]Series{}
+	for _, s := range series {
+		by[s.Lane] = s
+		t.Logf("%-9s attempts/s %v", s.Lane, s.Attempts)
+		t.Logf("%-9s good/s     %v", s.Lane, s.Good)
+		t.Logf("%-9s load in dip %.0f, after %.0f, recovery %v s", s.Lane, s.LoadInDip, s.LoadAfter, s.Recovery)
+	}
+	if im := by["immediate"]; im.LoadAfter < 2.5*p.NewRate {
+		t.Errorf("immediate retries: %.0f attempts/s from %s; want ≥ 2.5 × %.0f (the storm outlives the dip)", im.LoadAfter, p.LoadAfter, p.NewRate)
+	}
+	limit := 10 * p.Scale
+	if b := by["budget"]; b.Recovery < 0 || b.Recovery > limit {
+		t.Errorf("budgeted retries: recovery %v s after the dip; want within %v s", b.Recovery, limit)
+	}
+}
+
+// TestRunWritesTablesAndChart runs a short plan end to end and checks the
+// tables (measured beside simulated), the SVG (well-formed XML) and the
+// HTML page.
+func TestRunWritesTablesAndChart(t *testing.T) {
+	noLeaks(t)
+	p := QuickPlan()
+	p.Loads, p.Level = []float64{100}, 2*time.Second
+	p.scaleDip(0.1)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	r, err := Run(context.Background(), Options{Plan: p, Out: &out, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Log(text)
+	for _, want := range []string{"measured over HTTP", "simulated (spillway sim)", "priority shedding", "immediate retries", "budget + drop expired", "Times are scaled"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if len(r.Overload) != 4 || len(r.Predicted) != 4 || len(r.Dip) != 2 || len(r.DipSim) != 2 {
+		t.Fatalf("report has %d measured and %d simulated rows, %d measured and %d simulated dip series; want 4, 4, 2, 2",
+			len(r.Overload), len(r.Predicted), len(r.Dip), len(r.DipSim))
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "spillway-demo.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wellFormed(svg); err != nil {
+		t.Errorf("SVG: %v", err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "spillway-demo.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("priority shedding")) {
+		t.Errorf("the page lacks the chart or the table")
+	}
+}
+
+// TestRunStopsWithPartialTables cancels a run during its first level: it
+// returns promptly with Partial set and prints what it has.
+func TestRunStopsWithPartialTables(t *testing.T) {
+	noLeaks(t)
+	p := QuickPlan()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	var out bytes.Buffer
+	start := time.Now()
+	r, err := Run(ctx, Options{Plan: p, Out: &out, NoFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("Run took %v after the cancel; want it to stop promptly", took)
+	}
+	if !r.Partial || !strings.Contains(out.String(), "Stopped early") {
+		t.Errorf("Partial %v, output:\n%s", r.Partial, out.String())
+	}
+	if len(r.Dip) != 0 {
+		t.Errorf("the dip ran after the cancel")
+	}
+}
+
+func wellFormed(b []byte) error {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		_, err := d.Token()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
