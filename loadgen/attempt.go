@@ -55,8 +55,34 @@ func (t *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	if st.attempts == 1 {
 		due = st.intended + t.r.cfg.Timeout
 	}
-	ctx, cancel := context.WithDeadline(call, t.r.base.Add(due))
-	defer cancel()
+	ctx := call // an attempt with the call's own deadline needs no timer of its own
+	if due < st.intended+t.r.cfg.Deadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(call, t.r.base.Add(due))
+		defer cancel()
+	}
+	resp, err := t.send(ctx, req, now)
+	st.end = t.r.since()
+	st.timedOut = false
+	if err == nil {
+		return resp, nil
+	}
+	switch {
+	case call.Err() != nil: // the call's deadline, or the run stopping
+		st.timedOut = errors.Is(call.Err(), context.DeadlineExceeded)
+		st.gaveUp = st.intended + t.r.cfg.Deadline
+		return nil, call.Err()
+	case ctx.Err() != nil:
+		st.timedOut = true
+		st.gaveUp = due
+		return nil, errAttemptTimeout
+	}
+	return nil, err
+}
+
+// send sends req on ctx with the time left as its Spillway-Timeout, and
+// reads the whole body; the response returned has none left.
+func (t *attempts) send(ctx context.Context, req *http.Request, now time.Duration) (*http.Response, error) {
 	r := req.WithContext(ctx)
 	r.Header = req.Header.Clone()
 	if r.Header == nil {
@@ -64,25 +90,14 @@ func (t *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	deadline.SetHeader(r.Header, ctx, t.r.base.Add(now), 0)
 	resp, err := t.next.RoundTrip(r)
-	if err == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		resp.Body = http.NoBody
+	if err != nil {
+		return nil, err
 	}
-	st.end = t.r.since()
-	st.timedOut = false
-	if err == nil {
-		return resp, nil
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	resp.Body = http.NoBody
+	if err != nil {
+		return nil, err
 	}
-	if call.Err() != nil { // the call's deadline, or the run stopping
-		st.timedOut = errors.Is(call.Err(), context.DeadlineExceeded)
-		st.gaveUp = st.intended + t.r.cfg.Deadline
-		return nil, call.Err()
-	}
-	if ctx.Err() != nil {
-		st.timedOut = true
-		st.gaveUp = min(due, st.intended+t.r.cfg.Deadline)
-		return nil, errAttemptTimeout
-	}
-	return nil, err
+	return resp, nil
 }

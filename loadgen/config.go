@@ -34,7 +34,10 @@ const (
 )
 
 // ClientPolicy is how the simulated clients behave, built on the library's
-// client.Transport.
+// client.Transport. Retries apply to every method, POST included (a load
+// generator knows what it sends), to transport errors, attempt timeouts
+// and the answers client.DefaultRetryable retries (502, 503, 504, and 429
+// with Retry-After); a retry never comes earlier than Retry-After asks.
 type ClientPolicy struct {
 	Retry       RetryMode
 	Retries     int           // extra attempts at most; default 3 when Retry is not RetryNone

@@ -9,12 +9,13 @@ import (
 
 // Histograms record microseconds with 3 significant digits from 1 µs up to
 // twice the call Deadline (larger values are clamped to it). One such
-// histogram is 8 bytes × (⌈log2(range/2048)⌉ + 2) × 1024 counters: 98 KiB
-// for a 1 s Deadline, 131 KiB for 1 min. A run holds three per shard per
-// step still open (a step is open from its first arrival until its last
-// one ended, at most Deadline after its last intended send), so memory is
-// bounded by shards × open steps × 3 histograms; a step's are dropped when
-// its result is made.
+// histogram takes 96 KiB for a 1 s Deadline, 144 KiB for 1 min, 232 KiB for
+// the largest Deadline (24 h). A run holds three per shard (at most 8) per
+// step still open (from the step's first arrival until its last one ended,
+// at most Deadline after its last intended send, and its result was made),
+// plus three in the monitor and, with Abort.P99, one per shard and one per
+// second of Abort.For: memory is bounded by the shards, the open steps and
+// Abort.For, not by the rate or the run's length.
 const sigDigits = 3
 
 // maxReasons bounds the distinct Spillway-Reason values kept per class in
