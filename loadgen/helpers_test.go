@@ -114,5 +114,39 @@ func total(res Result) StepResult {
 	return sum
 }
 
-// hang waits until the client leaves.
-func hang(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+// slow answers after d, or when the client leaves.
+func slow(d time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+		}
+	}
+}
+
+// hangFirst hangs the first request of each URL query until its client
+// leaves, and answers later ones at once: a call whose first attempt is
+// lost.
+type hangFirst struct {
+	mu    sync.Mutex
+	tries map[string]int // guarded by mu
+}
+
+func (h *hangFirst) serve(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	if h.tries == nil {
+		h.tries = make(map[string]int)
+	}
+	h.tries[r.URL.RawQuery]++
+	first := h.tries[r.URL.RawQuery] == 1
+	h.mu.Unlock()
+	if first {
+		<-r.Context().Done()
+	}
+}
+
+func (h *hangFirst) reset() {
+	h.mu.Lock()
+	clear(h.tries)
+	h.mu.Unlock()
+}

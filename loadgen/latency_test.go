@@ -47,12 +47,7 @@ func TestCoordinatedOmission(t *testing.T) {
 // find the pool full are unsent: failed, timed out, at latency Timeout.
 func TestUnsent(t *testing.T) {
 	defer noLeaks(t)()
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(2 * time.Second):
-		case <-r.Context().Done():
-		}
-	})
+	srv := newServer(t, slow(2*time.Second))
 	defer srv.Close()
 	const timeout = 200 * time.Millisecond
 	res := run(t, Config{

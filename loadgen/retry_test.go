@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,17 +57,8 @@ func TestRetries(t *testing.T) {
 // time in Spillway-Timeout.
 func TestAttemptTimeout(t *testing.T) {
 	defer noLeaks(t)()
-	var mu sync.Mutex
-	tries := map[string]int{}
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		tries[r.URL.Query().Get("id")]++
-		first := tries[r.URL.Query().Get("id")] == 1
-		mu.Unlock()
-		if first {
-			hang(w, r)
-		}
-	})
+	var h hangFirst
+	srv := newServer(t, h.serve)
 	defer srv.Close()
 	const timeout = 300 * time.Millisecond
 	cfg := Config{
@@ -91,9 +81,7 @@ func TestAttemptTimeout(t *testing.T) {
 		}
 	}
 
-	mu.Lock()
-	clear(tries)
-	mu.Unlock()
+	h.reset()
 	cfg.Client = ClientPolicy{}
 	s = run(t, cfg).Steps[0]
 	if s.Good != 0 || s.Timeouts != 20 || s.Retries != 0 || s.Latency.Max != timeout {
@@ -105,17 +93,8 @@ func TestAttemptTimeout(t *testing.T) {
 // arrival's step: step 0's late retries are step 1's load.
 func TestAttemptsByWindow(t *testing.T) {
 	defer noLeaks(t)()
-	var mu sync.Mutex
-	tries := map[string]int{}
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		tries[r.URL.RawQuery]++
-		first := tries[r.URL.RawQuery] == 1
-		mu.Unlock()
-		if first {
-			hang(w, r)
-		}
-	})
+	var h hangFirst
+	srv := newServer(t, h.serve)
 	defer srv.Close()
 	// Arrivals every 50 ms; each first attempt is given up after 320 ms
 	// and retried: step 0's retries fall at 0.32 … 0.77 s, four of them

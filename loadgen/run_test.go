@@ -3,7 +3,6 @@ package loadgen
 import (
 	"context"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 )
@@ -58,12 +57,7 @@ func TestConstantRate(t *testing.T) {
 // partial, and leaves no goroutine behind.
 func TestCancelMidRun(t *testing.T) {
 	defer noLeaks(t)()
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(300 * time.Millisecond):
-		case <-r.Context().Done():
-		}
-	})
+	srv := newServer(t, slow(300*time.Millisecond))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
