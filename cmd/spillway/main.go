@@ -3,6 +3,7 @@
 //	spillway sim SCENARIO [flags]   run one lab experiment (or "all")
 //	spillway serve --config FILE    run the gateway (docs/CONFIG.md)
 //	spillway backend [flags]        run a test service of known capacity
+//	spillway load [flags]           send open-loop load and find the knee
 //	spillway version                print the version
 //
 // Run "spillway sim -h" for the scenarios and "spillway sim SCENARIO -h" for
@@ -35,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serveCommand(args[1:], stdout, stderr)
 	case "backend":
 		return backendCommand(args[1:], stdout, stderr)
+	case "load":
+		return loadCommand(args[1:], stdout, stderr)
 	case "validate":
 		return validateCommand(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -57,8 +60,11 @@ Usage:
   spillway serve --config FILE    run the gateway: a reverse proxy from one config file
   spillway validate FILE...       check gateway configuration files (docs/CONFIG.md)
   spillway backend [flags]        run a test service of known capacity (workers / service time)
+  spillway load --url URL --rate SPEC [flags]
+                                  send open-loop load: steps and ramps, latency from the intended send, the knee
   spillway version                print the version
 
-Run "spillway sim -h" to list the scenarios, "spillway backend -h" for the backend's flags.
+Run "spillway sim -h" to list the scenarios, "spillway backend -h" for the backend's flags,
+"spillway load -h" for the load generator's.
 `)
 }
