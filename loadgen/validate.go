@@ -182,9 +182,6 @@ func checkPolicy(c ClientPolicy, a Abort) error {
 	if c.Retries < 0 || c.Retries > 100 {
 		return configErr("Client.Retries = %d, want 0 to 100 (0 means %d)", c.Retries, DefaultRetries)
 	}
-	if c.BackoffBase != 0 && c.BackoffCap != 0 && c.BackoffCap < c.BackoffBase {
-		return configErr("Client.BackoffCap = %v is below Client.BackoffBase = %v", c.BackoffCap, c.BackoffBase)
-	}
 	if !(c.BudgetRatio >= 0) || math.IsInf(c.BudgetRatio, 0) {
 		return configErr("Client.BudgetRatio = %v, want a finite ratio >= 0 (0 means %v)", c.BudgetRatio, DefaultBudgetRatio)
 	}
@@ -205,6 +202,9 @@ func checkPolicy(c ClientPolicy, a Abort) error {
 func checkDerived(cfg *Config) error {
 	if cfg.Deadline < cfg.Timeout {
 		return configErr("Deadline = %v is below Timeout = %v", cfg.Deadline, cfg.Timeout)
+	}
+	if c := cfg.Client; c.BackoffCap < c.BackoffBase {
+		return configErr("Client.BackoffCap = %v is below Client.BackoffBase = %v (a zero one is its default)", c.BackoffCap, c.BackoffBase)
 	}
 	if cfg.Deadline > 24*time.Hour {
 		return configErr("Deadline = %v, want at most 24h", cfg.Deadline)

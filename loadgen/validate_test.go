@@ -37,6 +37,7 @@ func TestConfigErrors(t *testing.T) {
 		{"retry mode", func(c *Config) { c.Client.Retry = 9 }, "Client.Retry = 9"},
 		{"retries", func(c *Config) { c.Client.Retries = -1 }, "Client.Retries = -1"},
 		{"backoff", func(c *Config) { c.Client.BackoffBase, c.Client.BackoffCap = time.Second, time.Millisecond }, "Client.BackoffCap = 1ms is below"},
+		{"backoff default", func(c *Config) { c.Client.BackoffBase = 2 * time.Second }, "Client.BackoffCap = 1s is below Client.BackoffBase = 2s"},
 		{"budget", func(c *Config) { c.Client.BudgetRatio = -1 }, "Client.BudgetRatio = -1"},
 		{"abort rate", func(c *Config) { c.Abort.ErrorRate = 2 }, "Abort.ErrorRate = 2"},
 		{"abort for", func(c *Config) { c.Abort.For = time.Millisecond }, "Abort.For = 1ms"},
