@@ -29,9 +29,10 @@ unsent, retries, and the gateway's refusals (Spillway-Reason) by class.
 
 --knee finds the highest rate sustained: p99 at most 3 × the lowest step's
 (at least 1 ms), errors at most 1%, goodput at least 95% of offered; then
-bisects between the last passing and the first failing rate to 5%, and
-reports the safe rate, 10% below. Invalid steps are left out of the ramp;
-an invalid or aborted probe counts as failing.
+bisects between the last passing and the first failing rate (or, when
+every trusted step passed, the first invalid one) to 5%, a --cooldown
+before each probe, and reports the safe rate, 10% below. Invalid steps are
+left out of the ramp; an invalid or aborted probe counts as failing.
 
 A targets file (--targets) holds one request per block, blocks separated by
 blank lines, # comments:
