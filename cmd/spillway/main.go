@@ -1,5 +1,6 @@
 // Command spillway is Spillway's one binary. Subcommands:
 //
+//	spillway demo [--quick]         the seeds' overload story over real HTTP
 //	spillway sim SCENARIO [flags]   run one lab experiment (or "all")
 //	spillway serve --config FILE    run the gateway (docs/CONFIG.md)
 //	spillway backend [flags]        run a test service of known capacity
@@ -30,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "demo":
+		return demoCommand(args[1:], stdout, stderr)
 	case "sim":
 		return simCommand(args[1:], stdout, stderr)
 	case "serve":
@@ -56,6 +59,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Spillway keeps services standing when demand exceeds capacity.
 
 Usage:
+  spillway demo [--quick]         the overload experiment over real HTTP: backend, gateway and load, beside the simulator
   spillway sim SCENARIO [flags]   run a lab experiment under virtual time ("all" runs every one)
   spillway serve --config FILE    run the gateway: a reverse proxy from one config file
   spillway validate FILE...       check gateway configuration files (docs/CONFIG.md)
