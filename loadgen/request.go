@@ -10,6 +10,9 @@ import (
 	"sort"
 )
 
+// maxPrebuilt bounds the requests built ahead of the run (targets × classes).
+const maxPrebuilt = 4096
+
 // target is a Target compiled once: its templates, and for a target without
 // variables the requests themselves, one per class.
 type target struct {
@@ -17,11 +20,11 @@ type target struct {
 	url    tmpl
 	header []field
 	body   tmpl
-	// static: no variables anywhere; reqs[c+1] is the request of class c
-	// (reqs[0]: no class), shared read-only by every call (WithContext
-	// copies it, GetBody gives each call its own body).
-	static bool
-	reqs   []*http.Request
+	// For a target without variables (when the run has at most
+	// maxPrebuilt of them), reqs[c+1] is the request of class c (reqs[0]:
+	// no class), shared read-only by every call (WithContext copies it,
+	// GetBody gives each call its own body); nil otherwise.
+	reqs []*http.Request
 }
 
 type field struct {
@@ -51,8 +54,9 @@ func newMix(cfg Config) (*mix, error) {
 		m.classes = append(m.classes, c.Name)
 		m.cumShare = append(m.cumShare, share)
 	}
+	prebuild := len(cfg.Targets)*(len(cfg.Classes)+1) <= maxPrebuilt
 	for _, t := range cfg.Targets {
-		ct, err := m.compileTarget(t, index)
+		ct, err := m.compileTarget(t, index, prebuild)
 		if err != nil {
 			return nil, err // checked by withDefaults already
 		}
@@ -67,7 +71,7 @@ func newMix(cfg Config) (*mix, error) {
 	return m, nil
 }
 
-func (m *mix) compileTarget(t Target, index map[string]int) (target, error) {
+func (m *mix) compileTarget(t Target, index map[string]int, prebuild bool) (target, error) {
 	ct := target{method: t.Method}
 	if ct.method == "" {
 		ct.method = http.MethodGet
@@ -79,18 +83,18 @@ func (m *mix) compileTarget(t Target, index map[string]int) (target, error) {
 	if ct.body, err = compile(string(t.Body), index); err != nil {
 		return ct, err
 	}
-	ct.static = ct.url.static() && ct.body.static()
+	static := ct.url.static() && ct.body.static()
 	for _, name := range slices.Sorted(maps.Keys(t.Header)) {
 		for _, v := range t.Header[name] {
 			f := field{name: http.CanonicalHeaderKey(name)}
 			if f.value, err = compile(v, index); err != nil {
 				return ct, err
 			}
-			ct.static = ct.static && f.value.static()
+			static = static && f.value.static()
 			ct.header = append(ct.header, f)
 		}
 	}
-	if ct.static {
+	if static && prebuild {
 		for c := -1; c < len(m.classes); c++ {
 			r, err := m.build(context.Background(), &ct, c, nil, 0)
 			if err != nil {
@@ -126,7 +130,7 @@ func (m *mix) pick(r *rand.Rand) (tgt, class int) {
 // are drawn from a's own seed through d.
 func (m *mix) request(ctx context.Context, a *arrival, d *draws) (*http.Request, error) {
 	t := &m.targets[a.target]
-	if t.static {
+	if t.reqs != nil {
 		r := t.reqs[a.class+1].WithContext(ctx)
 		if r.GetBody != nil {
 			body, err := r.GetBody()

@@ -16,9 +16,10 @@ import (
 //
 // Arrivals are paced by one goroutine on real timers from each step's start
 // (steps are back to back) and handed to a pool of workers grown on demand
-// up to MaxInFlight. Each call goes through the library's client stack
-// (package client: the retry policy of cfg.Client) over a per-attempt layer
-// that gives each attempt Timeout and reads the whole body. A step's result
+// up to MaxInFlight. Each call goes through a per-attempt layer that gives
+// each attempt Timeout and reads the whole body, under the library's
+// client.Transport with the retry policy of cfg.Client (RetryNone skips
+// it: one attempt needs no policy). A step's result
 // is made once all its arrivals ended (at most Deadline after its last
 // intended send) and the next step began; StepDone is called in step order,
 // Progress about once a second, both from one goroutine.
