@@ -48,7 +48,11 @@ func (t *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	now := t.r.since()
 	st.attempts++
 	st.lastSend = now
-	t.r.steps[t.r.windowAt(now)].attempts.Add(1)
+	if now < t.r.end {
+		t.r.steps[t.r.windowAt(now)].attempts.Add(1)
+	} else {
+		t.r.tail.Add(1) // a retry after the last step: in no step's window
+	}
 	// The first attempt's timeout runs from the intended send (latency is
 	// measured from there); a retry's from its own send.
 	due := now + t.r.cfg.Timeout

@@ -108,4 +108,7 @@ type Config struct {
 type Result struct {
 	Steps   []StepResult
 	Aborted string // why the run stopped early; "" if it did not
+	// TailAttempts counts the attempts sent after the last step's end
+	// (retries of its calls), which are in no step's Attempts.
+	TailAttempts int
 }

@@ -27,8 +27,9 @@ import (
 //	classes                                {class: {offered, good}} ("" when no class mix)
 //
 // The summary ("type": "summary"): steps and probes (how many), offered
-// and good (over the steps, probes left out), aborted (why the run stopped
-// early, "" if it did not), and knee (null when knee is nil):
+// and good (over the steps, probes left out), tail_attempts (attempts sent
+// after the last step's end), aborted (why the run stopped early, "" if it
+// did not), and knee (null when knee is nil):
 // {rate, safe, fail, fail_reason, base_p99_ms, bounded, untrusted}.
 func WriteJSONL(w io.Writer, res Result, knee *Knee) error {
 	enc := json.NewEncoder(w)
@@ -37,7 +38,7 @@ func WriteJSONL(w io.Writer, res Result, knee *Knee) error {
 			return err
 		}
 	}
-	sum := summaryJSON{Type: "summary", Steps: len(res.Steps), Aborted: res.Aborted}
+	sum := summaryJSON{Type: "summary", Steps: len(res.Steps), Aborted: res.Aborted, Tail: res.TailAttempts}
 	for _, s := range res.Steps {
 		sum.Offered += s.Offered
 		sum.Good += s.Good
@@ -116,6 +117,7 @@ type summaryJSON struct {
 	Probes  int       `json:"probes"`
 	Offered int       `json:"offered"`
 	Good    int       `json:"good"`
+	Tail    int       `json:"tail_attempts"`
 	Aborted string    `json:"aborted"`
 	Knee    *kneeJSON `json:"knee"`
 }

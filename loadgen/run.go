@@ -52,6 +52,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.wg.Wait()
 	close(r.finished)
 	res := <-done
+	res.TailAttempts = int(r.tail.Load())
 	if res.Aborted == "" && ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -70,6 +71,8 @@ type runner struct {
 	highest time.Duration   // histograms' range
 
 	starts []time.Duration // each step's start, since base
+	end    time.Duration   // the last step's end, since base
+	tail   atomic.Int64    // attempts sent after end (Result.TailAttempts)
 	steps  []*stepState
 	shards []*shard
 
@@ -124,6 +127,7 @@ func newRunner(ctx context.Context, cfg Config) (*runner, error) {
 		r.steps = append(r.steps, &stepState{})
 		start += s.Duration
 	}
+	r.end = start
 	n := min(max(runtime.GOMAXPROCS(0), 1), 8)
 	for range n {
 		s := &shard{steps: make(map[int]*tally)}
@@ -147,8 +151,7 @@ func newRunner(ctx context.Context, cfg Config) (*runner, error) {
 // since returns the time since the run's start (monotonic).
 func (r *runner) since() time.Duration { return time.Since(r.base) }
 
-// windowAt returns the step whose window holds t (the last step's window
-// has no end).
+// windowAt returns the step whose window holds t, for t before end.
 func (r *runner) windowAt(t time.Duration) int {
 	i := sort.Search(len(r.starts), func(i int) bool { return r.starts[i] > t })
 	return max(i-1, 0)
