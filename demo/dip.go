@@ -33,7 +33,7 @@ type Series struct {
 	LoadInDip float64   // mean attempts a second during the dip
 	LoadAfter float64   // mean attempts a second from Plan.LoadAfter to the end
 	Recovery  float64   // seconds after the dip until goodput stayed ≥ 90% of the new calls (see recovery); −1: never
-	Invalid   bool
+	Late      int       // seconds (steps) in which the load generator was late: send lag p99 above 5 ms
 	Partial   bool
 }
 
@@ -93,7 +93,9 @@ func (p Plan) seriesOf(key string, steps []loadgen.StepResult) Series {
 		s.Seconds = append(s.Seconds, float64(i))
 		s.Attempts = append(s.Attempts, float64(st.Attempts))
 		s.Good = append(s.Good, float64(st.Good))
-		s.Invalid = s.Invalid || st.Invalid
+		if st.Invalid {
+			s.Late++
+		}
 		s.Partial = s.Partial || st.Partial
 	}
 	s.LoadInDip = mean(s.Attempts, int(p.DipFrom/time.Second), int(p.DipTo/time.Second))

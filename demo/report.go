@@ -107,8 +107,24 @@ func (r *Report) WriteDip(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%-22s | %11.0f %12.0f %12s | %11s %12s %12s%s\n", laneNames[s.Lane],
 			s.LoadInDip, s.LoadAfter, recText(s.Recovery), num(sim.LoadInDip), num(sim.LoadAfter), recText(sim.Recovery),
-			flags(Row{Invalid: s.Invalid, Partial: s.Partial}))
+			dipFlags(s))
 	}
+}
+
+// dipFlags marks a measured dip lane whose load generator was late in
+// some seconds, or that was cut short.
+func dipFlags(s Series) string {
+	var f []string
+	if s.Late > 0 {
+		f = append(f, fmt.Sprintf("the load generator was late in %d of %d s", s.Late, len(s.Seconds)))
+	}
+	if s.Partial {
+		f = append(f, "partial")
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return "  (" + strings.Join(f, ", ") + ")"
 }
 
 func num(x float64) string {
