@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/spillwayhq/spillway/backend"
@@ -58,30 +57,16 @@ func runDip(ctx context.Context, p Plan) ([]Series, error) {
 	for i := range steps {
 		steps[i] = loadgen.Step{Rate: p.NewRate, Duration: time.Second}
 	}
+	results, err := st.runLanes(ctx, lanes, func(i int, l lane) loadgen.Config {
+		cfg := p.loadConfig(st.url(l.key), steps, p.Seed+1000+uint64(i))
+		cfg.Client = p.clientPolicy(l.key)
+		return cfg
+	})
 	out := make([]Series, len(lanes))
-	errs := make([]error, len(lanes))
-	var wg sync.WaitGroup
-	for i, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := p.loadConfig(st.url(l.key), steps, p.Seed+1000+uint64(i))
-			cfg.Client = p.clientPolicy(l.key)
-			r, err := loadgen.Run(ctx, cfg)
-			errs[i] = err
-			out[i] = p.seriesOf(l.key, r.Steps)
-		}()
+	for i, r := range results {
+		out[i] = p.seriesOf(lanes[i].key, r.Steps)
 	}
-	wg.Wait()
-	if err := st.close(); err != nil {
-		return out, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return out, err
-		}
-	}
-	return out, nil
+	return out, err
 }
 
 // seriesOf turns one-second steps into a Series.

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spillwayhq/spillway/backend"
@@ -71,31 +70,16 @@ func runLevel(ctx context.Context, p Plan, lanes []lane, load float64, n uint64)
 	if err != nil {
 		return nil, err
 	}
-	res := make([]Row, len(lanes))
-	errs := make([]error, len(lanes))
-	var wg sync.WaitGroup
-	for i, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := p.loadConfig(st.url(l.key), []loadgen.Step{{Rate: load, Duration: p.Level}}, p.Seed+100*n+uint64(i))
-			r, err := loadgen.Run(ctx, cfg)
-			errs[i] = err
-			if err == nil && len(r.Steps) > 0 {
-				res[i] = rowOf(l.key, load, r.Steps[0])
-			}
-		}()
-	}
-	wg.Wait()
-	if err := st.close(); err != nil {
-		return res, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return res, err
+	results, err := st.runLanes(ctx, lanes, func(i int, l lane) loadgen.Config {
+		return p.loadConfig(st.url(l.key), []loadgen.Step{{Rate: load, Duration: p.Level}}, p.Seed+100*n+uint64(i))
+	})
+	var rows []Row
+	for i, r := range results {
+		if len(r.Steps) > 0 {
+			rows = append(rows, rowOf(lanes[i].key, load, r.Steps[0]))
 		}
 	}
-	return res, nil
+	return rows, err
 }
 
 // loadConfig is the clients of the overload experiment: Poisson arrivals,

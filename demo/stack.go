@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spillwayhq/spillway/backend"
 	"github.com/spillwayhq/spillway/config"
 	"github.com/spillwayhq/spillway/gateway"
 	"github.com/spillwayhq/spillway/internal/syncbuf"
+	"github.com/spillwayhq/spillway/loadgen"
 )
 
 // lane is one configuration under test: a route /<key>/ on the gateway to
@@ -134,6 +136,28 @@ func admissions(lanes []lane) (map[string]*config.Admission, error) {
 
 // url is the lane's target URL.
 func (st *stack) url(key string) string { return st.base + "/" + key + "/item" }
+
+// runLanes runs one load per lane at once against st, cfg giving each its
+// config, then closes st. A run cut short by ctx is a partial result, not
+// an error.
+func (st *stack) runLanes(ctx context.Context, lanes []lane, cfg func(i int, l lane) loadgen.Config) ([]loadgen.Result, error) {
+	res := make([]loadgen.Result, len(lanes))
+	errs := make([]error, len(lanes)+1)
+	var wg sync.WaitGroup
+	for i, l := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = loadgen.Run(ctx, cfg(i, l))
+			if ctx.Err() != nil && errors.Is(errs[i], ctx.Err()) {
+				errs[i] = nil
+			}
+		}()
+	}
+	wg.Wait()
+	errs[len(lanes)] = st.close()
+	return res, errors.Join(errs...)
+}
 
 // close stops the backends first (their pending requests answer 503 at
 // once), then the gateway.
