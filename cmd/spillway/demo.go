@@ -15,7 +15,7 @@ import (
 
 // demoCommand runs the seeds' overload story over real HTTP: backend,
 // gateway and load generator in this process on free loopback ports.
-// Ctrl-C stops it with the partial tables (exit 130).
+// Ctrl-C stops it with the partial tables (exit 130); a second one at once.
 func demoCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("spillway demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -57,6 +57,7 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { <-ctx.Done(); stop() }() // a second Ctrl-C stops at once
 	r, err := demo.Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "spillway demo:", err)
