@@ -146,38 +146,19 @@ func collectGuard(ch chan<- prometheus.Metric, name string, g *chain.Guard) {
 // so far (spillway_refusals_total), by reason code and class, for the
 // admin API; nil when there are none.
 func (m *Metrics) Refusals(route string) map[string]map[string]uint64 {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		m.refusals.Collect(ch)
-		close(ch)
-	}()
 	var out map[string]map[string]uint64
-	for met := range ch {
-		var d dto.Metric
-		if met.Write(&d) != nil {
-			continue
-		}
-		var r, reason, class string
-		for _, lp := range d.GetLabel() {
-			switch lp.GetName() {
-			case "route":
-				r = lp.GetValue()
-			case "reason":
-				reason = lp.GetValue()
-			case "class":
-				class = lp.GetValue()
-			}
-		}
-		if r != route {
-			continue
+	each(m.refusals, func(l map[string]string, d *dto.Metric) {
+		if l["route"] != route {
+			return
 		}
 		if out == nil {
 			out = map[string]map[string]uint64{}
 		}
+		reason := l["reason"]
 		if out[reason] == nil {
 			out[reason] = map[string]uint64{}
 		}
-		out[reason][class] = uint64(d.GetCounter().GetValue())
-	}
+		out[reason][l["class"]] = uint64(d.GetCounter().GetValue())
+	})
 	return out
 }
