@@ -91,22 +91,28 @@ type Options struct {
 	// Logger receives one line per change made (drain, reload, override) and, at
 	// Debug, one per refused request [slog.Default()].
 	Logger *slog.Logger
+	// Dashboard returns the dashboard's data after since (unix
+	// milliseconds), encoded as JSON (GET /dashboard/data?since=); nil:
+	// /dashboard and its paths are 404.
+	Dashboard func(since int64) any
 }
 
 // handler is the admin API; immutable after New.
 type handler struct {
-	b        Backend
-	metrics  http.Handler
-	log      *slog.Logger
-	hasToken bool
-	token    [sha256.Size]byte // SHA-256 of Options.Token
-	exact    map[string]bool   // accepted Host names besides localhost and loopback
-	suffixes []string          // ".example.com" for each *.example.com
+	b         Backend
+	metrics   http.Handler
+	dashboard func(since int64) any
+	now       func() time.Time // the cookies' expiry clock [time.Now]
+	log       *slog.Logger
+	hasToken  bool
+	token     [sha256.Size]byte // SHA-256 of Options.Token
+	exact     map[string]bool   // accepted Host names besides localhost and loopback
+	suffixes  []string          // ".example.com" for each *.example.com
 }
 
 // New returns the admin API over b.
 func New(b Backend, opts Options) http.Handler {
-	h := &handler{b: b, metrics: opts.Metrics, log: opts.Logger, exact: map[string]bool{}}
+	h := &handler{b: b, metrics: opts.Metrics, dashboard: opts.Dashboard, now: time.Now, log: opts.Logger, exact: map[string]bool{}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -130,8 +136,10 @@ func New(b Backend, opts Options) http.Handler {
 }
 
 // ServeHTTP checks, in order: OPTIONS (405), the probes (answered at
-// once), Host (421), the token (401), the path (404) and method (405),
-// and for a POST without a token the admin header (403).
+// once), Host (421), the token (401; the dashboard's page and login
+// need none, its data takes the login's cookie instead), the path (404)
+// and method (405), and for a POST without a token the admin header
+// (403).
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -143,7 +151,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ep.serve(h, w, r, args)
 	case !h.hostOK(r.Host):
 		h.refuse(w, r, http.StatusMisdirectedRequest, "the admin endpoint does not answer to this Host", nil)
-	case h.hasToken && !h.tokenOK(r.Header.Get("Authorization")):
+	case h.hasToken && !h.authorised(r, ep):
 		h.unauthorized(w, r)
 	case ep == nil:
 		h.refuse(w, r, http.StatusNotFound, "no such admin resource", nil)

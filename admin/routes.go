@@ -12,6 +12,7 @@ import (
 type endpoint struct {
 	methods []string
 	probe   bool // GET is exempt from the Host and token checks
+	auth    auth // with a token configured, what authorises a request
 	serve   func(h *handler, w http.ResponseWriter, r *http.Request, args []string)
 }
 
@@ -45,6 +46,9 @@ func lookup(path string) (*endpoint, []string) {
 		return reloadEP, nil
 	case "/policies":
 		return policiesEP, nil
+	}
+	if ep := dashboardPaths[path]; ep != nil {
+		return ep, nil
 	}
 	seg := strings.Split(path, "/") // "", clusters, {cluster}, endpoints, {endpoint}, drain|undrain
 	if len(seg) == 5 {

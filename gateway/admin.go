@@ -15,10 +15,12 @@ import (
 	"github.com/spillwayhq/spillway/config"
 	"github.com/spillwayhq/spillway/httpserver"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
+	"github.com/spillwayhq/spillway/timeline"
 )
 
 // startAdmin serves the admin API on its own listener (package admin:
-// /live, /ready, /metrics, /config, /clusters, endpoint drain, /reload).
+// /live, /ready, /metrics, /config, /clusters, endpoint drain, /reload,
+// /dashboard) and samples the dashboard's timeline once a second.
 // Its address and token are read at start only.
 func (g *Gateway) startAdmin(cfg *config.Config) error {
 	addr := cfg.Admin.Address
@@ -33,6 +35,8 @@ func (g *Gateway) startAdmin(cfg *config.Config) error {
 	if g.metrics != nil {
 		opts.Metrics = g.metrics.Handler()
 	}
+	g.timeline = timeline.New()
+	opts.Dashboard = func(since int64) any { return g.timeline.Data(since) }
 	g.admin = httpserver.New(httpserver.Config{Handler: admin.New(adminBackend{g}, opts)})
 	g.adminAddr = ln.Addr().String()
 	g.wg.Add(1)
@@ -42,6 +46,8 @@ func (g *Gateway) startAdmin(cfg *config.Config) error {
 			g.log.Error("gateway: admin stopped", "err", err)
 		}
 	}()
+	g.wg.Add(1)
+	go func() { defer g.wg.Done(); g.runTimeline(g.ctx) }()
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spillwayhq/spillway/config"
 	"github.com/spillwayhq/spillway/metrics"
 	"github.com/spillwayhq/spillway/overload"
+	"github.com/spillwayhq/spillway/timeline"
 )
 
 // Gateway is a running configuration and its successors: the sockets,
@@ -38,6 +39,7 @@ type Gateway struct {
 	metrics   *metrics.Metrics // nil with admin.metrics false
 	admin     *http.Server
 	adminAddr string
+	timeline  *timeline.Timeline // the dashboard's; nil with the admin listener off
 	watch     *watcher
 
 	ctx    context.Context // ends at Shutdown: sources, checks, sampler
