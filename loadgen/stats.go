@@ -62,7 +62,8 @@ func (h *hist) quantiles() Quantiles {
 	at := func(p float64) time.Duration {
 		return min(time.Duration(h.h.ValueAtQuantile(p))*time.Microsecond, h.max)
 	}
-	return Quantiles{P50: at(50), P90: at(90), P99: at(99), P999: at(99.9), Max: h.max}
+	mean := min(time.Duration(h.h.Mean()*float64(time.Microsecond)), h.max)
+	return Quantiles{P50: at(50), P90: at(90), P99: at(99), P999: at(99.9), Max: h.max, Mean: mean}
 }
 
 // outcome is how one arrival ended.

@@ -21,9 +21,12 @@ type Step struct {
 }
 
 // Quantiles are latency quantiles, from intended send to the end of the
-// response body (or the timeout).
+// response body (or the timeout), and their mean.
 type Quantiles struct {
 	P50, P90, P99, P999, Max time.Duration
+	// Mean is the histogram's mean (to its 3 significant digits): what
+	// Little's law multiplies by a rate to give the calls in flight.
+	Mean time.Duration
 }
 
 // StepResult is what one step did. Counts are by arrival: an arrival

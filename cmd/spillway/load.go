@@ -52,6 +52,8 @@ between << and >>, or @FILE relative to the targets file). {{NAME}} takes
 a value in 0…N−1 for --var NAME=N, drawn per request; {{seq}} is the
 arrival's number.
 
+PROPOSE
+
 Example: find the capacity of a backend of 10 workers × 50 ms (200 req/s):
 
   spillway backend --workers 10 --service 50ms &
@@ -60,6 +62,9 @@ Example: find the capacity of a backend of 10 workers × 50 ms (200 req/s):
 Exit status: 0 done, 1 aborted by --abort-errors or --abort-p99 (or a
 failure), 2 bad usage, 130 interrupted (SIGINT; the partial table is
 printed).`
+
+// loadHelp is the help text: the summary with --propose's paragraph.
+var loadHelp = strings.Replace(loadSummary, "PROPOSE", proposeSummary, 1)
 
 // loadCommand runs `spillway load` until its steps are done or SIGINT (a
 // second one stops it at once).
@@ -125,6 +130,9 @@ func runLoad(ctx context.Context, o loadOpts, stdout, stderr io.Writer) int {
 		pw.Clear()
 	}
 	code := writeLoad(&o, res, knee, stdout, stderr)
+	if o.propose != nil && code == 0 && ctx.Err() == nil && res.Aborted == "" {
+		code = writePropose(&o, res, knee, stdout, stderr)
+	}
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "%s: interrupted: the results are partial\n", cmd)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/loadgen"
+	"github.com/spillwayhq/spillway/propose"
 )
 
 // loadOpts is a parsed `spillway load` command line.
@@ -26,6 +27,10 @@ type loadOpts struct {
 	output   string        // table or json
 	svg      string
 	quiet    bool
+	propose  *propose.Options // --propose: the gateway the proposal is for; nil without
+	// proposeFile is where --propose writes the configuration; "": stdout,
+	// after the table.
+	proposeFile string
 }
 
 // loadFlags holds the flag values that need more than the flag types.
@@ -35,6 +40,9 @@ type loadFlags struct {
 	abortErrors                      float64
 	cacert, cert, key                string
 	insecure                         bool
+	propose                          bool
+	replicas                         int
+	route, redis                     string
 	headers                          headerFlag
 	vars                             varsFlag
 }
@@ -47,7 +55,7 @@ func parseLoad(args []string, stdout, stderr io.Writer) (o loadOpts, code int, d
 	fs.SetOutput(io.Discard)
 	f := loadFlags{headers: headerFlag{}, vars: varsFlag{}}
 	defineLoadFlags(fs, &o, &f)
-	if code, done := parse(fs, cmd, loadSummary, args, stdout, stderr); done {
+	if code, done := parse(fs, cmd, loadHelp, args, stdout, stderr); done {
 		return o, code, true
 	}
 	set := map[string]bool{}
@@ -96,6 +104,11 @@ func defineLoadFlags(fs *flag.FlagSet, o *loadOpts, f *loadFlags) {
 	fs.StringVar(&o.output, "output", "table", "output: table or json (JSON lines)")
 	fs.StringVar(&o.svg, "svg", "", "also write a chart (goodput and p99 against offered load) to this SVG `FILE`")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
+	fs.BoolVar(&f.propose, "propose", false, "after the knee (--propose implies --knee), print a gateway config with limits 10% below it (see above)")
+	fs.IntVar(&f.replicas, "replicas", 1, "--propose: gateway instances sharing the traffic (each takes 1/N of the limits on the memory store)")
+	fs.StringVar(&f.route, "route", "app", "--propose: the `NAME` of the proposed route and its cluster")
+	fs.StringVar(&f.redis, "redis", "", "--propose: host:port of a Redis the gateways share; the rate limit is then global")
+	fs.StringVar(&o.proposeFile, "propose-file", "", "--propose: write the config to this `FILE` instead of after the table")
 }
 
 // build checks the flags and fills o.cfg, naming the flag in its errors.
@@ -130,8 +143,10 @@ func (o *loadOpts) build(f *loadFlags, set map[string]bool) error {
 		c.Client.Retries = 0
 	}
 	c.Abort.ErrorRate = f.abortErrors / 100
-	c.TLS, err = f.tlsConfig()
-	return err
+	if c.TLS, err = f.tlsConfig(); err != nil {
+		return err
+	}
+	return o.buildPropose(f, set)
 }
 
 var retryModes = map[string]loadgen.RetryMode{
