@@ -89,6 +89,10 @@ type predJob struct {
 
 	// PredictDip: the attempt's number (1 for a new call).
 	n int
+
+	// SimulateConfig: the gateway request the job is part of.
+	req *cfgReq
+	ep  *cfgEndpoint // the endpoint of an upstream attempt
 }
 
 // predServer is package backend's Backend: at most workers(now) jobs
@@ -103,7 +107,8 @@ type predServer struct {
 	workers  func(now float64) int
 	queueMax int
 	honor    bool
-	service  float64 // mean, seconds
+	service  float64                    // mean, seconds
+	draw     func(mean float64) float64 // a service time; nil: exponential from src
 	src      *rng.Mulberry32
 	ev       *predEvents
 
@@ -119,10 +124,10 @@ func (s *predServer) arrive(j *predJob, now float64) bool {
 	s.dispatch(now)
 	switch {
 	case s.queued == 0 && s.working < s.workers(now):
-		j.service = s.src.Exp(s.service)
+		j.service = s.serviceTime()
 		s.start(j, now)
 	case s.queued < s.queueMax:
-		j.service = s.src.Exp(s.service)
+		j.service = s.serviceTime()
 		j.state = jobQueued
 		s.push(j)
 		s.queued++
@@ -131,6 +136,13 @@ func (s *predServer) arrive(j *predJob, now float64) bool {
 		return false
 	}
 	return true
+}
+
+func (s *predServer) serviceTime() float64 {
+	if s.draw != nil {
+		return s.draw(s.service)
+	}
+	return s.src.Exp(s.service)
 }
 
 func (s *predServer) start(j *predJob, now float64) {

@@ -29,8 +29,11 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name, rest := args[0], args[1:]
-	if name == "all" {
+	switch name {
+	case "all":
 		return simAll(rest, stdout, stderr)
+	case "config":
+		return simConfig(rest, stdout, stderr)
 	}
 	sc, ok := sim.Lookup(name)
 	if !ok {
@@ -207,6 +210,7 @@ func writeFile(path string, write func(io.Writer) error) error {
 func simUsage(w io.Writer) {
 	fmt.Fprint(w, "usage: spillway sim SCENARIO [--format text|json] [--svg FILE] [scenario flags]\n\nscenarios:\n")
 	fmt.Fprintf(w, "  %-20s %s\n", "all", "every scenario below with the reference parameters")
+	fmt.Fprintf(w, "  %-20s %s\n", "config FILE", "a gateway config file's policies under simulated load (not part of all)")
 	for _, sc := range sim.Scenarios() {
 		fmt.Fprintf(w, "  %-20s %s\n", sc.Name, sc.Summary)
 	}
