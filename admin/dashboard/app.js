@@ -115,6 +115,7 @@
     const cols = columns(e, chart);
     let max = 0, drawn = 0;
     for (const [, , vs] of cols) for (const v of vs) if (v !== null && v > max) max = v;
+    const top = max;
     max = max > 0 ? max * 1.1 : 1;
     const span = Math.max(1, t1 - t0);
     cols.forEach(([key, label, vs], i) => {
@@ -142,7 +143,7 @@
     });
     const first = cols.length ? cols[0][2] : [];
     const last = first.length ? first[first.length - 1] : null;
-    chart.value.textContent = (last === null ? "–" : fmt(last)) + " (max " + fmt(max / 1.1) + ")";
+    chart.value.textContent = drawn === 0 ? "no data" : (last === null ? "–" : fmt(last)) + " · max " + fmt(top);
     return drawn;
   }
 
