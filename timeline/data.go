@@ -50,7 +50,7 @@ type Cluster struct {
 
 // Endpoint is one endpoint's state at the last sample ("" when it was
 // absent) and its states at T, one letter each: h healthy, s slow
-// starting, d draining, e ejected, u unhealthy, - absent.
+// starting, d draining, e ejected, u unhealthy, ? another, - absent.
 type Endpoint struct {
 	Address string `json:"address"`
 	State   string `json:"state"`
@@ -58,7 +58,7 @@ type Endpoint struct {
 }
 
 var stateNames = func() map[byte]string {
-	m := map[byte]string{}
+	m := map[byte]string{'?': "unknown"} // a state the balancer added since
 	for name, c := range stateCodes {
 		m[c] = name
 	}

@@ -145,6 +145,9 @@ func TestEndpointStates(t *testing.T) {
 	eps := func(states ...string) Snapshot {
 		c := ClusterSnap{Name: "app", HasAdmission: true, Limit: 20, InFlight: 3, QueueLength: 2, QueueWait: 0.015, Breaker: "half-open"}
 		for i, s := range states {
+			if s == "-" {
+				continue // absent
+			}
 			c.Endpoints = append(c.Endpoints, EndpointSnap{Address: fmt.Sprintf("e%d", i), State: s})
 		}
 		return Snapshot{Clusters: []ClusterSnap{c}}
@@ -152,10 +155,11 @@ func TestEndpointStates(t *testing.T) {
 	tl.Sample(at(0), eps("healthy", "slow-starting"))
 	tl.Sample(at(1), eps("healthy", "healthy"))
 	tl.Sample(at(2), eps("draining", "ejected"))
-	tl.Sample(at(3), eps("draining"))
+	tl.Sample(at(3), eps("draining", "-", "state(9)"))
 	c := tl.Data(0).Clusters[0]
-	if got := fmt.Sprintf("%s=%s:%s %s=%s:%s", c.Endpoints[0].Address, c.Endpoints[0].State, c.Endpoints[0].States,
-		c.Endpoints[1].Address, c.Endpoints[1].State, c.Endpoints[1].States); got != "e0=draining:hhdd e1=:she-" {
+	if got := fmt.Sprintf("%s=%s:%s %s=%s:%s %s=%s:%s", c.Endpoints[0].Address, c.Endpoints[0].State, c.Endpoints[0].States,
+		c.Endpoints[1].Address, c.Endpoints[1].State, c.Endpoints[1].States,
+		c.Endpoints[2].Address, c.Endpoints[2].State, c.Endpoints[2].States); got != "e0=draining:hhdd e1=:she- e2=unknown:---?" {
 		t.Errorf("endpoints %s", got)
 	}
 	if !near(c.Limit[3], 20) || !near(c.InFlight[3], 3) || !near(c.QueueLength[3], 2) || !near(c.QueueWait[3], 15) ||
