@@ -75,6 +75,7 @@ func Scenarios() []Scenario {
 		sharedCounterRace,
 		circuitBreaker,
 		adaptive,
+		rollout,
 	}
 }
 
