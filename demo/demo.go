@@ -22,6 +22,13 @@ type Options struct {
 	NoFiles bool
 	// SkipDip runs the overload experiment only; SkipOverload the dip only.
 	SkipDip, SkipOverload bool
+	// Dashboard is the gateway's admin address, where its live dashboard
+	// is served (/dashboard); "" means 127.0.0.1:0, a free port. When the
+	// address is taken, a free port is used instead.
+	Dashboard string
+	// Stay keeps the gateway (and its dashboard) up after the run until
+	// ctx ends.
+	Stay bool
 }
 
 // Run runs the demo: the simulator's predictions first (they take a few
@@ -46,25 +53,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	lanes := overloadLanes(p)
-	if !o.SkipOverload {
-		fmt.Fprintln(w, "Measuring over HTTP, each load level from an empty system, the four gateway configs at once:")
-		rows, err := runOverload(ctx, p, lanes, func(level []Row) { progressLine(w, level) })
-		r.Overload = rows
-		if err != nil {
-			return r, err
-		}
-		fmt.Fprintln(w)
-		r.WriteOverload(w, laneKeys(lanes))
+	st, err := startStack(lanes, o.Dashboard)
+	if err != nil {
+		return r, err
 	}
-	if !o.SkipDip && ctx.Err() == nil {
-		fmt.Fprintf(w, "\nMeasuring the capacity dip (%s)…\n", p.DipEnd)
-		dip, err := runDip(ctx, p)
-		r.Dip = dip
-		if err != nil {
-			return r, err
-		}
-		fmt.Fprintln(w)
-		r.WriteDip(w)
+	defer st.close()
+	fmt.Fprintf(w, "Dashboard (live, while the demo runs): %s\n", st.dashboard())
+	if err := r.measure(ctx, st, o); err != nil {
+		return r, err
 	}
 	r.Partial = ctx.Err() != nil
 	if r.Partial {
@@ -77,7 +73,41 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		fmt.Fprintf(w, "\nChart: %s\n", strings.Join(r.Files, "\nPage:  "))
 	}
 	fmt.Fprintf(w, "Done in %s.\n", time.Since(start).Round(time.Second))
+	if o.Stay && ctx.Err() == nil {
+		fmt.Fprintf(w, "The gateway and its dashboard stay up at %s; Ctrl-C stops them.\n", st.dashboard())
+		<-ctx.Done()
+	}
 	return r, nil
+}
+
+// measure runs the experiments over HTTP on st, printing as it goes.
+func (r *Report) measure(ctx context.Context, st *stack, o Options) error {
+	p, w := r.Plan, o.Out
+	if w == nil {
+		w = io.Discard
+	}
+	lanes := overloadLanes(p)
+	if !o.SkipOverload {
+		fmt.Fprintln(w, "Measuring over HTTP, each load level from an empty system, the four gateway configs at once:")
+		rows, err := runOverload(ctx, st, p, lanes, func(level []Row) { progressLine(w, level) })
+		r.Overload = rows
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		r.WriteOverload(w, laneKeys(lanes))
+	}
+	if !o.SkipDip && ctx.Err() == nil {
+		fmt.Fprintf(w, "\nMeasuring the capacity dip (%s)…\n", p.DipEnd)
+		dip, err := runDip(ctx, st, p)
+		r.Dip = dip
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		r.WriteDip(w)
+	}
+	return nil
 }
 
 func laneKeys(lanes []lane) []string {

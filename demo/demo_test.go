@@ -33,7 +33,8 @@ func TestOverloadProtects(t *testing.T) {
 	p := DefaultPlan()
 	p.Level = 8 * time.Second
 	lanes := overloadLanes(p)
-	rows, err := runLevel(context.Background(), p, lanes, 2*p.Capacity(), 0)
+	st := testStack(t, lanes)
+	rows, err := runLevel(context.Background(), st, p, lanes, 2*p.Capacity(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,8 @@ func TestOverloadProtects(t *testing.T) {
 func TestDipRetries(t *testing.T) {
 	noLeaks(t)
 	p := QuickPlan()
-	series, err := runDip(context.Background(), p)
+	st := testStack(t, overloadLanes(p))
+	series, err := runDip(context.Background(), st, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +150,24 @@ func TestRunStopsWithPartialTables(t *testing.T) {
 	if len(r.Dip) != 0 {
 		t.Errorf("the dip ran after the cancel")
 	}
+}
+
+// testStack starts a stack for lanes, closed at the test's end.
+func testStack(t *testing.T, lanes []lane) *stack {
+	t.Helper()
+	st, err := startStack(lanes, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", st.log.String())
+		}
+	})
+	return st
 }
 
 func wellFormed(b []byte) error {

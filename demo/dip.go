@@ -45,11 +45,11 @@ func (p Plan) clientPolicy(key string) loadgen.ClientPolicy {
 		BackoffBase: p.BackoffBase, BackoffCap: p.BackoffCap}
 }
 
-// runDip runs both dip lanes at once on one stack.
-func runDip(ctx context.Context, p Plan) ([]Series, error) {
+// runDip runs both dip lanes at once on st, whose backends it replaces with
+// the dip's (their capacity schedule starts now).
+func runDip(ctx context.Context, st *stack, p Plan) ([]Series, error) {
 	lanes := dipLanes(p)
-	st, err := startStack(lanes)
-	if err != nil {
+	if err := st.swap(lanes); err != nil {
 		return nil, err
 	}
 	n := int(p.DipEnd / time.Second)

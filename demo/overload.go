@@ -44,17 +44,22 @@ type Row struct {
 	Partial    bool          // cut short (Ctrl-C)
 }
 
-// runOverload runs every load level of the plan for the lanes, each from an
-// empty system (a fresh stack), the lanes at once, and calls level with
-// each level's rows. It returns the rows in (load, lane) order as far as it
-// got.
-func runOverload(ctx context.Context, p Plan, lanes []lane, level func([]Row)) ([]Row, error) {
+// runOverload runs every load level of the plan for the lanes on st, each
+// from an empty system (fresh backends and admission), the lanes at once,
+// and calls level with each level's rows. It returns the rows in (load,
+// lane) order as far as it got.
+func runOverload(ctx context.Context, st *stack, p Plan, lanes []lane, level func([]Row)) ([]Row, error) {
 	var rows []Row
 	for i, load := range p.Loads {
 		if ctx.Err() != nil {
 			break
 		}
-		lr, err := runLevel(ctx, p, lanes, load, uint64(i))
+		if i > 0 {
+			if err := st.swap(lanes); err != nil {
+				return rows, err
+			}
+		}
+		lr, err := runLevel(ctx, st, p, lanes, load, uint64(i))
 		if err != nil {
 			return rows, err
 		}
@@ -64,12 +69,8 @@ func runOverload(ctx context.Context, p Plan, lanes []lane, level func([]Row)) (
 	return rows, nil
 }
 
-// runLevel runs one load level on a fresh stack, every lane's load at once.
-func runLevel(ctx context.Context, p Plan, lanes []lane, load float64, n uint64) ([]Row, error) {
-	st, err := startStack(lanes)
-	if err != nil {
-		return nil, err
-	}
+// runLevel runs one load level on st, every lane's load at once.
+func runLevel(ctx context.Context, st *stack, p Plan, lanes []lane, load float64, n uint64) ([]Row, error) {
 	results, err := st.runLanes(ctx, lanes, func(i int, l lane) loadgen.Config {
 		return p.loadConfig(st.url(l.key), []loadgen.Step{{Rate: load, Duration: p.Level}}, p.Seed+100*n+uint64(i))
 	})

@@ -55,53 +55,148 @@ func (s *server) close() {
 	_ = s.srv.Close()
 }
 
-// stack is a gateway in front of one backend per lane.
+// stack is one gateway for the whole demo, in front of one backend per
+// lane of the experiment under way.
 type stack struct {
-	gw      *gateway.Gateway
-	cfg     *config.Config
-	servers map[string]*server
-	base    string // http://host:port of the gateway's listener
-	log     *syncbuf.Buffer
+	gw        *gateway.Gateway
+	admin     string // the admin listener's bound address: the dashboard
+	adminCfg  string // its address in the config (port 0: any free one)
+	servers   map[string]*server
+	base      string // http://host:port of the gateway's listener
+	log       *syncbuf.Buffer
+	admission bool // the running config has an admission limit
 }
 
 // startStack starts the lanes' backends and a gateway routing /<key>/ to
-// each.
-func startStack(lanes []lane) (*stack, error) {
-	st := &stack{servers: map[string]*server{}, log: &syncbuf.Buffer{}}
-	for _, l := range lanes {
-		s, err := startServer(l.backend)
-		if err != nil {
-			st.close()
-			return nil, err
-		}
-		st.servers[l.key] = s
+// each, its admin listener (and dashboard) on adminAddr.
+func startStack(lanes []lane, adminAddr string) (*stack, error) {
+	if adminAddr == "" {
+		adminAddr = "127.0.0.1:0"
 	}
-	cfg, err := config.Parse("demo.yaml", []byte(configText(lanes, st.addr)))
+	st := &stack{adminCfg: adminAddr, log: &syncbuf.Buffer{}}
+	servers, err := startServers(lanes)
+	if err != nil {
+		return nil, err
+	}
+	st.servers = servers
+	cfg, err := st.config(lanes, true)
 	if err != nil {
 		st.close()
-		return nil, fmt.Errorf("demo: the generated gateway config: %w", err)
+		return nil, err
 	}
-	st.cfg = cfg
-	opts := gateway.Options{Logger: slog.New(slog.NewTextHandler(st.log, nil)), AccessLog: slog.New(slog.DiscardHandler)}
-	if st.gw, err = gateway.Build(cfg, opts); err == nil {
-		err = st.gw.Start()
+	err = st.startGateway(cfg)
+	if err != nil && st.adminCfg != "127.0.0.1:0" { // the address is taken, say: any free port
+		st.adminCfg = "127.0.0.1:0"
+		if cfg, err = st.config(lanes, true); err == nil {
+			err = st.startGateway(cfg)
+		}
 	}
 	if err != nil {
 		st.gw = nil
 		st.close()
 		return nil, fmt.Errorf("demo: gateway: %w", err)
 	}
+	st.admission = hasAdmission(lanes)
 	st.base = "http://" + st.gw.Addr("demo")
+	st.admin = st.gw.AdminAddr()
 	return st, nil
+}
+
+func (st *stack) startGateway(cfg *config.Config) error {
+	opts := gateway.Options{Logger: slog.New(slog.NewTextHandler(st.log, nil)), AccessLog: slog.New(slog.DiscardHandler)}
+	gw, err := gateway.Build(cfg, opts)
+	if err == nil {
+		err = gw.Start()
+	}
+	if err != nil {
+		return err
+	}
+	st.gw = gw
+	return nil
+}
+
+func startServers(lanes []lane) (map[string]*server, error) {
+	servers := map[string]*server{}
+	for _, l := range lanes {
+		s, err := startServer(l.backend)
+		if err != nil {
+			for _, s := range servers {
+				s.close()
+			}
+			return nil, err
+		}
+		servers[l.key] = s
+	}
+	return servers, nil
+}
+
+func hasAdmission(lanes []lane) bool {
+	for _, l := range lanes {
+		if l.admission != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// swap puts fresh backends behind the lanes' routes (an empty system for
+// the next level or experiment) and reloads the gateway onto them; the
+// old backends close. Admission limits start afresh too: a reload keeps a
+// cluster's limiter (an adaptive limit carries over), so the gateway is
+// first reloaded without admission, then with it.
+func (st *stack) swap(lanes []lane) error {
+	servers, err := startServers(lanes)
+	if err != nil {
+		return err
+	}
+	old := st.servers
+	st.servers = servers
+	defer func() {
+		for _, s := range old {
+			s.close()
+		}
+	}()
+	steps := []bool{true}
+	if st.admission {
+		steps = []bool{false, true}
+	}
+	for _, withAdmission := range steps {
+		cfg, err := st.config(lanes, withAdmission)
+		if err == nil {
+			err = st.gw.ReloadConfig(cfg, "demo")
+		}
+		if err != nil {
+			return fmt.Errorf("demo: gateway reload: %w", err)
+		}
+	}
+	st.admission = hasAdmission(lanes)
+	return nil
+}
+
+// config parses the gateway's config for the lanes on the current servers.
+func (st *stack) config(lanes []lane, withAdmission bool) (*config.Config, error) {
+	ls := lanes
+	if !withAdmission {
+		ls = make([]lane, len(lanes))
+		for i, l := range lanes {
+			l.admission = ""
+			ls[i] = l
+		}
+	}
+	cfg, err := config.Parse("demo.yaml", []byte(configText(ls, st.adminCfg, st.addr)))
+	if err != nil {
+		return nil, fmt.Errorf("demo: the generated gateway config: %w", err)
+	}
+	return cfg, nil
 }
 
 // configText is the gateway's config: one listener on a free port that
 // trusts the load generator's class and deadline headers, and per lane a
 // route with the gateway's retries off and a cluster with the lane's
 // admission.
-func configText(lanes []lane, addr func(key string) string) string {
+func configText(lanes []lane, admin string, addr func(key string) string) string {
 	var b strings.Builder
-	b.WriteString("version: 1\nadmin: {address: off}\n")
+	fmt.Fprintf(&b, "version: 1\nadmin: {address: %q}\nreload: {watch: false}\n", admin)
 	b.WriteString("listeners: [{name: demo, address: \"127.0.0.1:0\", trusted_proxies: [127.0.0.1]}]\n")
 	b.WriteString("routes:\n")
 	for _, l := range lanes {
@@ -123,7 +218,7 @@ func (st *stack) addr(key string) string { return st.servers[key].ln.Addr().Stri
 // and returns each lane's admission (nil for none): the simulator runs
 // what the gateway runs.
 func admissions(lanes []lane) (map[string]*config.Admission, error) {
-	cfg, err := config.Parse("demo.yaml", []byte(configText(lanes, func(string) string { return "127.0.0.1:9" })))
+	cfg, err := config.Parse("demo.yaml", []byte(configText(lanes, "off", func(string) string { return "127.0.0.1:9" })))
 	if err != nil {
 		return nil, fmt.Errorf("demo: the generated gateway config: %w", err)
 	}
@@ -134,15 +229,17 @@ func admissions(lanes []lane) (map[string]*config.Admission, error) {
 	return adm, nil
 }
 
+// Dashboard is the gateway's live dashboard.
+func (st *stack) dashboard() string { return "http://" + st.admin + "/dashboard" }
+
 // url is the lane's target URL.
 func (st *stack) url(key string) string { return st.base + "/" + key + "/item" }
 
 // runLanes runs one load per lane at once against st, cfg giving each its
-// config, then closes st. A run cut short by ctx is a partial result, not
-// an error.
+// config. A run cut short by ctx is a partial result, not an error.
 func (st *stack) runLanes(ctx context.Context, lanes []lane, cfg func(i int, l lane) loadgen.Config) ([]loadgen.Result, error) {
 	res := make([]loadgen.Result, len(lanes))
-	errs := make([]error, len(lanes)+1)
+	errs := make([]error, len(lanes))
 	var wg sync.WaitGroup
 	for i, l := range lanes {
 		wg.Add(1)
@@ -155,7 +252,6 @@ func (st *stack) runLanes(ctx context.Context, lanes []lane, cfg func(i int, l l
 		}()
 	}
 	wg.Wait()
-	errs[len(lanes)] = st.close()
 	return res, errors.Join(errs...)
 }
 

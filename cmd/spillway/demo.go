@@ -23,6 +23,8 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("out", "", "directory for spillway-demo.svg and spillway-demo.html (default: spillway-demo under the system's temporary directory)")
 	seed := fs.Uint64("seed", 42, "random seed of the arrivals, classes and service times")
 	only := fs.String("only", "", `run one experiment: "overload" or "dip" (default: both)`)
+	dash := fs.String("dashboard", "127.0.0.1:9901", "the gateway's admin address, serving its live dashboard at /dashboard (a free port when taken)")
+	stay := fs.Bool("stay", false, "keep the gateway and its dashboard up after the run, until Ctrl-C")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: spillway demo [--quick] [--out DIR]")
 		fmt.Fprintln(stderr, "Runs a backend of capacity 100 req/s, the gateway in front of it and the load generator, on loopback,")
@@ -44,7 +46,7 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		plan = demo.QuickPlan()
 	}
 	plan.Seed = *seed
-	opts := demo.Options{Plan: plan, Out: stdout, Dir: *dir}
+	opts := demo.Options{Plan: plan, Out: stdout, Dir: *dir, Dashboard: *dash, Stay: *stay}
 	switch *only {
 	case "":
 	case "overload":
