@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,33 @@ func TestOverloadProtects(t *testing.T) {
 	}
 	if b := by["bounded"]; b.GoodPerSec < 3*none.GoodPerSec {
 		t.Errorf("bounded: goodput %.1f/s; want ≥ 3 × the unprotected %.1f/s", b.GoodPerSec, none.GoodPerSec)
+	}
+	agreesWithSim(t, p, []float64{2 * p.Capacity()}, rows)
+}
+
+// agreesWithSim checks measured rows against the simulator's prediction
+// for the same plan and admission configs, with bounds wider than the
+// 10% the demo aims for on a quiet machine: goodput within 20% (or 5
+// good/s), critical ok within 15 points.
+func agreesWithSim(t *testing.T, p Plan, loads []float64, rows []Row) {
+	t.Helper()
+	p.Loads = loads
+	r := &Report{Plan: p}
+	if err := r.predict(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range rows {
+		s, ok := find(r.Predicted, m.Lane, m.Load)
+		if !ok {
+			t.Fatalf("no prediction for %s at %v", m.Lane, m.Load)
+		}
+		t.Logf("%-9s at %3.0f/s: good/s %.1f measured, %.1f simulated; critical ok %s, %s", m.Lane, m.Load, m.GoodPerSec, s.GoodPerSec, pct(m.CriticalOK), pct(s.CriticalOK))
+		if d := math.Abs(m.GoodPerSec - s.GoodPerSec); d > max(0.2*s.GoodPerSec, 5) {
+			t.Errorf("%s at %v/s: goodput %.1f measured, %.1f simulated", m.Lane, m.Load, m.GoodPerSec, s.GoodPerSec)
+		}
+		if d := math.Abs(m.CriticalOK - s.CriticalOK); d > 0.15 {
+			t.Errorf("%s at %v/s: critical ok %s measured, %s simulated", m.Lane, m.Load, pct(m.CriticalOK), pct(s.CriticalOK))
+		}
 	}
 }
 

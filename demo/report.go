@@ -51,6 +51,7 @@ func (r *Report) WriteOverload(w io.Writer, lanes []string) {
 	fmt.Fprintf(w, "%-22s %5s | %-37s | %s\n", "", "", "measured over HTTP", "simulated (spillway sim)")
 	fmt.Fprintf(w, "%-22s %5s | %7s %7s %9s %10s | %7s %7s %9s\n", "policy", "load",
 		"good/s", "p99 ms", "crit ok", "shed", "good/s", "p99 ms", "crit ok")
+	defer r.writeKnees(w, lanes)
 	defer fmt.Fprintln(w, "good/s: the level's requests answered 200 within the timeout (some after the level's end), per second of the level;\n"+
 		"p99: of those good answers; crit ok: critical requests answered in time; shed: refused by the gateway's admission (503 admit:…).")
 	for _, lane := range lanes {
@@ -71,6 +72,48 @@ func (r *Report) WriteOverload(w io.Writer, lanes []string) {
 			fmt.Fprintf(w, "%-22s %5.0f | %s | %s%s\n", laneNames[lane], load, left, right, flags(m))
 		}
 	}
+}
+
+// kneeLoad is the lane's highest load below the first that fails the
+// knee test of `spillway load` (goodput ≥ 95% of offered, shed ≤ 1% of
+// offered, p99 ≤ 3 × the lowest load's); 0 when the lowest fails or the
+// lane has no rows.
+func kneeLoad(rows []Row, lane string, loads []float64, level time.Duration) float64 {
+	knee, base := 0.0, time.Duration(-1)
+	for _, load := range loads {
+		r, ok := find(rows, lane, load)
+		if !ok {
+			break
+		}
+		if base < 0 {
+			base = r.P99
+		}
+		offered := load * level.Seconds()
+		if r.GoodPerSec < 0.95*load || float64(r.Rejected) > 0.01*offered || r.P99 > 3*base {
+			break
+		}
+		knee = load
+	}
+	return knee
+}
+
+// writeKnees prints each lane's knee, measured and simulated.
+func (r *Report) writeKnees(w io.Writer, lanes []string) {
+	var parts []string
+	for _, lane := range lanes {
+		m := kneeLoad(r.Overload, lane, r.Plan.Loads, r.Plan.Level)
+		s := kneeLoad(r.Predicted, lane, r.Plan.Loads, r.Plan.Level)
+		parts = append(parts, fmt.Sprintf("%s %s / %s", laneNames[lane], kneeText(m), kneeText(s)))
+	}
+	fmt.Fprintf(w, "knee (highest load with goodput ≥ 95%% of offered, shed ≤ 1%%, p99 ≤ 3 × the lowest load's), measured / simulated:\n  %s\n",
+		strings.Join(parts, "; "))
+}
+
+func kneeText(load float64) string {
+	if load == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f", load)
 }
 
 // flags marks a measured row that is not to be trusted as is.
