@@ -39,6 +39,8 @@ type Row struct {
 	GoodPerSec float64
 	P99        time.Duration // of the good answers
 	CriticalOK float64       // share of critical requests answered in time, in [0, 1]; −1 if none
+	Offered    int           // arrivals in the level
+	Good       int           // of which answered 200 in time
 	Rejected   int           // shed by the gateway's admission (Spillway-Reason admit:…), or by the simulated one
 	Invalid    bool          // the load generator was late (send lag)
 	Partial    bool          // cut short (Ctrl-C)
@@ -98,7 +100,7 @@ func (p Plan) loadConfig(url string, steps []loadgen.Step, seed uint64) loadgen.
 
 // rowOf summarises a measured step.
 func rowOf(key string, load float64, s loadgen.StepResult) Row {
-	r := Row{Lane: key, Load: load, P99: s.GoodLatency.P99, Invalid: s.Invalid, Partial: s.Partial, CriticalOK: -1}
+	r := Row{Lane: key, Load: load, P99: s.GoodLatency.P99, Invalid: s.Invalid, Partial: s.Partial, CriticalOK: -1, Offered: s.Offered, Good: s.Good}
 	if sec := s.Elapsed.Seconds(); sec > 0 {
 		r.GoodPerSec = float64(s.Good) / sec
 	}

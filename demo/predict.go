@@ -32,7 +32,7 @@ func (r *Report) predict() error {
 				crit = -1
 			}
 			r.Predicted = append(r.Predicted, Row{Lane: l.key, Load: s.Load, GoodPerSec: s.GoodPerSec,
-				P99: s.P99, CriticalOK: crit, Rejected: s.Rejected - s.RejectedBackend})
+				P99: s.P99, CriticalOK: crit, Rejected: s.Rejected - s.RejectedBackend, Offered: s.Offered, Good: s.Good})
 		}
 	}
 	for i, l := range dipLanes(p) {

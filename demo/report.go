@@ -75,21 +75,21 @@ func (r *Report) WriteOverload(w io.Writer, lanes []string) {
 }
 
 // kneeLoad is the lane's highest load below the first that fails the
-// knee test of `spillway load` (goodput ≥ 95% of offered, shed ≤ 1% of
-// offered, p99 ≤ 3 × the lowest load's); 0 when the lowest fails or the
-// lane has no rows.
-func kneeLoad(rows []Row, lane string, loads []float64, level time.Duration) float64 {
+// knee test of `spillway load` (good answers ≥ 95% of the level's
+// arrivals, shed ≤ 1% of them, p99 ≤ 3 × the lowest load's); 0 when the
+// lowest fails or the lane has no rows.
+func kneeLoad(rows []Row, lane string, loads []float64) float64 {
 	knee, base := 0.0, time.Duration(-1)
 	for _, load := range loads {
 		r, ok := find(rows, lane, load)
-		if !ok {
+		if !ok || r.Offered == 0 {
 			break
 		}
 		if base < 0 {
 			base = r.P99
 		}
-		offered := load * level.Seconds()
-		if r.GoodPerSec < 0.95*load || float64(r.Rejected) > 0.01*offered || r.P99 > 3*base {
+		good, offered := float64(r.Good), float64(r.Offered)
+		if good < 0.95*offered || float64(r.Rejected) > 0.01*offered || r.P99 > 3*base {
 			break
 		}
 		knee = load
@@ -101,11 +101,11 @@ func kneeLoad(rows []Row, lane string, loads []float64, level time.Duration) flo
 func (r *Report) writeKnees(w io.Writer, lanes []string) {
 	var parts []string
 	for _, lane := range lanes {
-		m := kneeLoad(r.Overload, lane, r.Plan.Loads, r.Plan.Level)
-		s := kneeLoad(r.Predicted, lane, r.Plan.Loads, r.Plan.Level)
+		m := kneeLoad(r.Overload, lane, r.Plan.Loads)
+		s := kneeLoad(r.Predicted, lane, r.Plan.Loads)
 		parts = append(parts, fmt.Sprintf("%s %s / %s", laneNames[lane], kneeText(m), kneeText(s)))
 	}
-	fmt.Fprintf(w, "knee (highest load with goodput ≥ 95%% of offered, shed ≤ 1%%, p99 ≤ 3 × the lowest load's), measured / simulated:\n  %s\n",
+	fmt.Fprintf(w, "knee (highest load with good answers ≥ 95%% of the arrivals, shed ≤ 1%%, p99 ≤ 3 × the lowest load's), measured / simulated:\n  %s\n",
 		strings.Join(parts, "; "))
 }
 
