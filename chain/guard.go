@@ -47,16 +47,17 @@ type Guard struct {
 // Init builds the guard's refusals; call it once before use.
 func (g *Guard) Init() {
 	for r := limit.Reason(1); int(r) < limit.NumReasons; r++ {
-		g.refusals[r] = admitRefusal(r)
+		g.refusals[r] = AdmitRefusal(r)
 	}
 	g.breakerOpen = NewRefusal(http.StatusServiceUnavailable, ReasonBreakerOpen, "the cluster's circuit breaker is open", true)
 }
 
-// admitRefusal is the answer for one admission refusal reason: 503 with
+// AdmitRefusal is the answer for one admission refusal reason: 503 with
 // Retry-After when the cluster is over its limit, 429 when the client is
 // over its fair share, 503 without Retry-After when the request's own
-// time ran out.
-func admitRefusal(r limit.Reason) *Refusal {
+// time ran out. It builds a new Refusal: a Guard builds its own once, and
+// the simulator (sim config) answers as the gateway does from these.
+func AdmitRefusal(r limit.Reason) *Refusal {
 	switch r {
 	case limit.ReasonFairness:
 		return NewRefusal(http.StatusTooManyRequests, ReasonAdmitFairness, r.Detail(), true)

@@ -74,23 +74,23 @@ func (s *configSim) afterRateLimit(r *cfgReq, now float64) {
 	case goOn:
 		s.admitted(r, now)
 	case why != limit.Admitted:
-		s.refuse(r, now, admitReason(why), 503)
+		s.refuseAdmit(r, now, why)
 	}
 }
 
-// admitReason is the chain's reason code for an admission refusal.
-func admitReason(why limit.Reason) string {
-	switch why {
-	case limit.ReasonFairness:
-		return chain.ReasonAdmitFairness
-	case limit.ReasonDeadline, limit.ReasonCancelled:
-		return chain.ReasonDeadline
-	case limit.ReasonCoDel:
-		return chain.ReasonAdmitCoDel
-	case limit.ReasonQueueFull, limit.ReasonExpired:
-		return chain.ReasonAdmitQueue
+// admitRefusals are the gateway's answers to admission refusals, by
+// reason (chain.AdmitRefusal), built once.
+var admitRefusals = func() (t [limit.NumReasons]*chain.Refusal) {
+	for r := limit.Reason(1); int(r) < limit.NumReasons; r++ {
+		t[r] = chain.AdmitRefusal(r)
 	}
-	return chain.ReasonAdmitLimit
+	return t
+}()
+
+// refuseAdmit ends r with the gateway's answer to an admission refusal.
+func (s *configSim) refuseAdmit(r *cfgReq, now float64, why limit.Reason) {
+	ref := admitRefusals[why]
+	s.refuse(r, now, ref.Reason, ref.Status)
 }
 
 // admitted: the request earns retries, and its first attempt goes.

@@ -234,7 +234,7 @@ func (s *configSim) drainGates(now float64) {
 			case j.why == limit.Admitted:
 				s.admitted(r, now)
 			default:
-				s.refuse(r, now, admitReason(j.why), 503)
+				s.refuseAdmit(r, now, j.why)
 			}
 		}
 	}
@@ -250,7 +250,7 @@ func (s *configSim) expire(e predEvent) {
 			continue
 		}
 		if j := cl.gate.giveUp(e.w, e.at, limit.ReasonExpired); j != nil {
-			s.refuse(j.req, e.at, admitReason(limit.ReasonExpired), 503)
+			s.refuseAdmit(j.req, e.at, limit.ReasonExpired)
 		}
 		return
 	}
