@@ -14,10 +14,13 @@ import (
 // --propose against the backend: the table, then a configuration that the
 // gateway's own loader (what spillway validate runs) accepts as printed,
 // with the rate limit 10% below the knee, halved for two replicas. The
-// ramp (20 and 40 req/s on a backend of 4 workers × 1 ms) stays far below
-// capacity, so the knee is the ramp's top, 40: 0.9 × 40 ÷ 2 = 18 per gateway.
+// ramp (20 and 40 req/s on a backend of 4 workers × 20 ms, 200 req/s) stays
+// far below capacity, so the knee is the ramp's top, 40: 0.9 × 40 ÷ 2 = 18
+// per gateway. (The service time is 20 ms, not less, so that the lowest
+// step's p99 is not a few milliseconds a busy machine's scheduling can
+// triple: that failed the knee's p99 test under scripts/stress.)
 func TestLoadPropose(t *testing.T) {
-	b := startBackend(t, "--workers", "4", "--service", "1ms")
+	b := startBackend(t, "--workers", "4", "--service", "20ms")
 	code, stdout, stderr := loadRun(t, context.Background(), "--url", "http://"+b.addr+"/x", "--rate", "20,40", "--step", "1s",
 		"--max-send-lag", "100ms", // a busy machine's send lag would make the steps untrusted: not what this test checks
 		"--quiet", "--propose", "--replicas", "2", "--route", "orders")
