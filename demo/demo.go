@@ -59,7 +59,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer st.close()
 	fmt.Fprintf(w, "Dashboard (live, while the demo runs): %s\n", st.dashboard())
-	if err := r.measure(ctx, st, o); err != nil {
+	if err := r.measure(ctx, st, o, w); err != nil {
 		return r, err
 	}
 	r.Partial = ctx.Err() != nil
@@ -80,12 +80,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// measure runs the experiments over HTTP on st, printing as it goes.
-func (r *Report) measure(ctx context.Context, st *stack, o Options) error {
-	p, w := r.Plan, o.Out
-	if w == nil {
-		w = io.Discard
-	}
+// measure runs the experiments over HTTP on st, printing to w as it goes.
+func (r *Report) measure(ctx context.Context, st *stack, o Options, w io.Writer) error {
+	p := r.Plan
 	lanes := overloadLanes(p)
 	if !o.SkipOverload {
 		fmt.Fprintln(w, "Measuring over HTTP, each load level from an empty system, the four gateway configs at once:")
