@@ -82,7 +82,8 @@ func (g *Guard) admit(ctx context.Context, now float64, p *Pass) *Refusal {
 	if g.AdmitShadow {
 		var why limit.Reason
 		if p.slot, why = g.Gate.Limiter().Admit(now, r); why != limit.Admitted {
-			g.shadowAdmit[min(int(p.class), shed.MaxClasses-1)].Add(1)
+			g.shadowAdmit[classIndex(p.class)].Add(1)
+			p.c.stats.shadow.admit[classIndex(p.class)][why].Add(1)
 			return nil
 		}
 		p.ticket = &p.slot
@@ -116,6 +117,7 @@ func (g *Guard) allow(now float64, p *Pass) (ref *Refusal, useCluster bool) {
 	}
 	if g.BreakerShadow {
 		g.shadowBreaker.Add(1)
+		p.c.stats.shadow.breaker[classIndex(p.class)].Add(1)
 		return nil, false
 	}
 	return g.fallback()
@@ -134,7 +136,7 @@ func (g *Guard) fallback() (*Refusal, bool) {
 // ShadowAdmissions returns the requests of class c that admission would
 // have refused in shadow mode.
 func (g *Guard) ShadowAdmissions(c shed.Class) uint64 {
-	return g.shadowAdmit[min(int(c), shed.MaxClasses-1)].Load()
+	return g.shadowAdmit[classIndex(c)].Load()
 }
 
 // ShadowBreaker returns the attempts an open breaker would have refused in

@@ -13,6 +13,7 @@ type Stats struct {
 	refused      atomic.Uint64
 	retries      atomic.Uint64
 	retryStopped [retry.StopServer + 1]atomic.Uint64
+	shadow       shadowCounts // see ShadowReport
 }
 
 // Counts is a copy of a chain's counters.

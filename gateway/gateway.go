@@ -114,6 +114,8 @@ func (g *Gateway) Start() error {
 	g.applySockets(gen, opened)
 	g.wg.Add(1)
 	go func() { defer g.wg.Done(); g.guard.Run(g.ctx) }()
+	g.wg.Add(1)
+	go func() { defer g.wg.Done(); g.runShadowLog(g.ctx) }()
 	if err := g.startWatch(gen.cfg); err != nil {
 		g.log.Warn("gateway: config watch off", "err", err)
 	}
