@@ -18,6 +18,7 @@ import (
 	"github.com/spillwayhq/spillway/config"
 	"github.com/spillwayhq/spillway/gateway"
 	"github.com/spillwayhq/spillway/httpserver"
+	"github.com/spillwayhq/spillway/ratelimit/redisstore"
 )
 
 // serveCommand runs the gateway: SIGHUP reloads the config file, SIGTERM
@@ -50,6 +51,10 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// go-redis's own lines (failed dials while Redis is down, failovers) go
+	// to the same slog stream, at most one a second, instead of its
+	// unstructured default logger on stderr. Process-wide, so set here.
+	redisstore.InstallLogger(redisstore.LogConfig{Logger: log})
 	cfg, err := config.Load(*file)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
