@@ -61,14 +61,33 @@ type writer struct {
 	w          http.ResponseWriter
 	rc         http.ResponseController // over w
 	send       time.Duration
-	writeOwned bool // the handler set a write deadline itself
+	writeOwned bool      // the handler set a write deadline itself
+	writeUntil time.Time // the write deadline last set; zero: none yet
 }
 
 func (x *writer) armWrite() {
 	if x.send > 0 && !x.writeOwned {
-		_ = x.rc.SetWriteDeadline(time.Now().Add(x.send))
+		rearm(&x.writeUntil, x.send, x.rc.SetWriteDeadline)
 	}
 }
+
+// rearm sets the deadline *until to d from now through set, unless the
+// one already set is still more than 7/8 of d away: a deadline update
+// costs far more than reading the clock (over HTTP/2 it is a message to
+// the connection's serving goroutine and a new timer), and a burst of
+// small writes or reads re-arms it once instead of every time. The
+// inactivity allowed is so between 7/8 of d and d.
+func rearm(until *time.Time, d time.Duration, set func(time.Time) error) {
+	now := time.Now()
+	if !until.IsZero() && until.Sub(now) > d-d/rearmSlack {
+		return
+	}
+	*until = now.Add(d)
+	_ = set(*until)
+}
+
+// rearmSlack: a deadline is renewed once an eighth of it has passed.
+const rearmSlack = 8
 
 func (x *writer) Header() http.Header { return x.w.Header() }
 
@@ -129,13 +148,14 @@ type bodyExchange struct {
 	req       http.Request
 	rb        timedBody
 	body      time.Duration
-	readOwned bool // the handler set a read deadline itself
-	ended     bool // the body returned EOF or an error
+	readOwned bool      // the handler set a read deadline itself
+	readUntil time.Time // the read deadline last set; zero: none yet
+	ended     bool      // the body returned EOF or an error
 }
 
 func (x *bodyExchange) armRead() {
 	if !x.readOwned && !x.ended {
-		_ = x.rc.SetReadDeadline(time.Now().Add(x.body))
+		rearm(&x.readUntil, x.body, x.rc.SetReadDeadline)
 	}
 }
 

@@ -43,6 +43,12 @@
 //     before every Write, WriteString, Flush and ReadFrom (sendfile goes on
 //     in chunks of at most 1 MiB, re-armed between them), and when the
 //     handler returns (for net/http's final flush).
+//   - "Armed" means renewed to the full timeout from now unless the
+//     deadline set before is still more than 7/8 of the timeout away: a
+//     deadline update costs far more than a clock reading (over HTTP/2 a
+//     message to the connection's goroutine and a new timer), so a burst
+//     of small reads or writes renews it once. The inactivity allowed is
+//     so between 7/8 of the timeout and all of it.
 //   - Deadlines are never cleared during a request: a read deadline that
 //     passes while the handler is busy (not reading) changes nothing, and
 //     a long response is governed by the write deadline alone, renewed with
@@ -54,7 +60,8 @@
 // The wrapper costs one allocation per request (a few hundred bytes when
 // the request has a body: a copy of the *http.Request with the timed body,
 // so that net/http's own bookkeeping of the original body is untouched)
-// and a clock reading and deadline update per read and write. It keeps
+// and a clock reading per read and write, with a deadline update when
+// an eighth of the timeout has passed since the last. It keeps
 // http.Flusher, http.Hijacker, io.ReaderFrom and io.StringWriter, and
 // Unwrap for http.ResponseController.
 package httpserver

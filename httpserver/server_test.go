@@ -379,7 +379,7 @@ func TestOneAllocationPerRequest(t *testing.T) {
 		_, _ = r.Body.Read(buf)
 		_, _ = w.Write(buf)
 	})
-	h := Handler(read, time.Second, time.Second)
+	h := Handler(read, 10*time.Second, 10*time.Second)
 	w := &deadlineWriter{h: http.Header{}}
 	get, _ := http.NewRequest(http.MethodGet, "/", http.NoBody) // as net/http hands it over
 	body := strings.NewReader("abcd")
@@ -392,15 +392,41 @@ func TestOneAllocationPerRequest(t *testing.T) {
 		t.Errorf("POST: %v allocations, want 1", n)
 	}
 	*w = deadlineWriter{h: http.Header{}}
-	h.ServeHTTP(w, get) // entry, one Write, return
-	if w.reads != 0 || w.wrs != 3 {
-		t.Errorf("GET: %d read and %d write deadlines set, want 0 and 3", w.reads, w.wrs)
+	// Entry, one Write, return: armed at entry, and not again while less
+	// than an eighth of the 10 s has passed.
+	h.ServeHTTP(w, get)
+	if w.reads != 0 || w.wrs != 1 {
+		t.Errorf("GET: %d read and %d write deadlines set, want 0 and 1", w.reads, w.wrs)
 	}
 	*w = deadlineWriter{h: http.Header{}}
 	body.Reset("abcd")
 	h.ServeHTTP(w, postReq) // read: entry, the Read, return (body not at EOF)
-	if w.reads != 3 || w.wrs != 3 {
-		t.Errorf("POST: %d read and %d write deadlines set, want 3 and 3", w.reads, w.wrs)
+	if w.reads != 1 || w.wrs != 1 {
+		t.Errorf("POST: %d read and %d write deadlines set, want 1 and 1", w.reads, w.wrs)
+	}
+}
+
+// A deadline is renewed once an eighth of it has passed since it was set:
+// with 80 ms, writes and reads 20 ms apart renew it every time.
+func TestDeadlinesRenewedAfterAnEighth(t *testing.T) {
+	buf := make([]byte, 1)
+	pause := 20 * time.Millisecond // more than 80 ms / 8, whatever the machine does
+	h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 3 {
+			time.Sleep(pause)
+			_, _ = r.Body.Read(buf)
+			_, _ = w.Write(buf)
+		}
+	}), 80*time.Millisecond, 80*time.Millisecond)
+	w := &deadlineWriter{h: http.Header{}}
+	req, _ := http.NewRequest(http.MethodPost, "/", io.NopCloser(strings.NewReader("abcdef")))
+	req.ContentLength = 6
+	h.ServeHTTP(w, req)
+	// Entry, then each of the three reads and writes; the return comes
+	// right after the last write, within the eighth, and renews them only
+	// on a machine that paused the goroutine for 10 ms just then.
+	if w.reads < 4 || w.reads > 5 || w.wrs < 4 || w.wrs > 5 {
+		t.Errorf("%d read and %d write deadlines set, want 4 each (5 after a pause at the end)", w.reads, w.wrs)
 	}
 }
 
