@@ -29,10 +29,12 @@
 // logged once at Info with the remote address and how it was authorised.
 // The overrides in force are listed in GET /config (Overrides). They live
 // in the running generation's policy objects: a reload keeps a cluster's
-// breaker, limit and brownout overrides while the cluster's admission and
-// breaker definitions are unchanged (the guard is carried), drops them
-// when either changed, and drops every route bypass (routes' chains are
-// rebuilt by every reload). A pinned limit is the limit the class shares
+// breaker override while the cluster's admission and breaker definitions
+// are unchanged (the guard is carried), its limit, brownout and admission
+// bypass overrides while its admission definition is unchanged (a new
+// guard for a changed breaker keeps the admission's gate), drops each
+// otherwise, and drops every route bypass (routes' chains are rebuilt by
+// every reload). A pinned limit is the limit the class shares
 // apply to, as the adaptive one is.
 //
 // Any other method on these paths is answered 405 with Allow, any other

@@ -59,6 +59,17 @@ func (c *Chain) Bypass(on bool) { c.override.bypass.Store(on) }
 // Bypassed reports whether the route's policies are bypassed.
 func (c *Chain) Bypassed() bool { return c.override.bypass.Load() }
 
+// KeepAdmission gives g, a new guard of the cluster whose admission did
+// not change, old's Gate (its limiter's state and pinned limit) and old's
+// admission overrides (bypass, a forced brownout level). Call it before
+// g is used; old's other overrides are not g's.
+func (g *Guard) KeepAdmission(old *Guard) {
+	g.Gate = old.Gate
+	g.override.bypass.Store(old.override.bypass.Load())
+	g.override.brownout.Store(old.override.brownout.Load())
+	g.override.brownoutOn.Store(old.override.brownoutOn.Load())
+}
+
 // BypassAdmission turns the cluster's admission off or on.
 func (g *Guard) BypassAdmission(on bool) { g.override.bypass.Store(on) }
 

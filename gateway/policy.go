@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/spillwayhq/spillway/admit"
 	"github.com/spillwayhq/spillway/breaker"
@@ -19,7 +20,9 @@ import (
 // route's rate limiter by route name (its rules updated in place, so an
 // unchanged rule keeps its counts), a route's retry budget while its
 // definition is the same. A changed adaptive limit starts from the old
-// current limit, clamped to its new bounds.
+// current limit, clamped to its new bounds; an unchanged admission keeps
+// its gate (limiter state, pinned limit, admission overrides) when only
+// the breaker changed.
 type policyState struct {
 	guards  map[string]keyed[*chain.Guard]  // by cluster name
 	budgets map[string]keyed[*retry.Budget] // by route name
@@ -89,7 +92,8 @@ func (g *Gateway) buildPolicies(gen *generation, prev *policyState) (*policyStat
 // same, else a new one (nil value when c has neither admission nor a
 // breaker).
 func (g *Gateway) guardFor(c *config.Cluster, old keyed[*chain.Guard]) (keyed[*chain.Guard], error) {
-	key := fingerprint(c.Admission, c.Breaker)
+	admission := fingerprint(c.Admission)
+	key := admission + "\n" + fingerprint(c.Breaker) // JSON has no raw newline
 	if old.v != nil && old.key == key {
 		return old, nil
 	}
@@ -97,14 +101,9 @@ func (g *Gateway) guardFor(c *config.Cluster, old keyed[*chain.Guard]) (keyed[*c
 		return keyed[*chain.Guard]{key: key}, nil
 	}
 	gd := &chain.Guard{}
-	if a := c.Admission; a != nil {
-		gate, err := g.gateFor(c.Name, a, old.v)
-		if err != nil {
+	if c.Admission != nil {
+		if err := g.guardAdmission(gd, c, admission, old); err != nil {
 			return keyed[*chain.Guard]{}, err
-		}
-		gd.Gate, gd.AdmitShadow = gate, a.Shadow
-		if a.Brownout != nil {
-			gd.BrownoutHeader = a.Brownout.Header
 		}
 	}
 	if b := c.Breaker; b != nil {
@@ -125,6 +124,28 @@ func (g *Gateway) guardFor(c *config.Cluster, old keyed[*chain.Guard]) (keyed[*c
 		g.log.Info("policies: cluster guard changed; starting fresh", slog.String("cluster", c.Name))
 	}
 	return keyed[*chain.Guard]{key: key, v: gd}, nil
+}
+
+// guardAdmission gives gd cluster c's admission: old's gate and admission
+// overrides when c's admission, whose fingerprint is admission, is the
+// one old was built from (only the breaker changed), else a new gate.
+func (g *Gateway) guardAdmission(gd *chain.Guard, c *config.Cluster, admission string, old keyed[*chain.Guard]) error {
+	a := c.Admission
+	if was, _, _ := strings.Cut(old.key, "\n"); old.v != nil && old.v.Gate != nil && was == admission {
+		gd.KeepAdmission(old.v)
+		g.log.Info("policies: cluster breaker changed; its admission kept", slog.String("cluster", c.Name))
+	} else {
+		gate, err := g.gateFor(c.Name, a, old.v)
+		if err != nil {
+			return err
+		}
+		gd.Gate = gate
+	}
+	gd.AdmitShadow = a.Shadow
+	if a.Brownout != nil {
+		gd.BrownoutHeader = a.Brownout.Header
+	}
+	return nil
 }
 
 // gateFor builds cluster name's admission gate; a changed one starts from
