@@ -52,6 +52,10 @@ var slash = []byte("/")
 // Reset clears h for reuse without freeing the capacity of Fields and
 // ConnectionOptions.
 func (h *RequestHead) Reset() {
+	// The fields' slices point into the buffer the head was parsed from:
+	// cleared, so that a reused head does not keep that buffer alive.
+	clear(h.Fields)
+	clear(h.ConnectionOptions)
 	*h = RequestHead{
 		Fields:            h.Fields[:0],
 		ConnectionOptions: h.ConnectionOptions[:0],

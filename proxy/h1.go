@@ -99,8 +99,8 @@ func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 // release returns the connection's buffers to the pools.
 func (c *h1conn) release() {
 	c.dropBufs()
+	c.forgetRequest()
 	c.s, c.c, c.sc.Conn = nil, nil, nil
-	c.head.Reset()
 	c.uresp.Close()
 	h1Pool.Put(c)
 }

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"net"
 	"time"
+
+	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/request"
 )
 
 // connBufs are an HTTP/1.1 connection's read buffer (a request head up
@@ -35,6 +38,21 @@ func (c *h1conn) dropBufs() {
 	b.bw.Reset(nil)
 	c.s.bufs.Put(b)
 	c.bufs, c.br, c.bw = nil, nil, nil
+	c.forgetRequest()
+}
+
+// forgetRequest drops what the last request left pointing into the read
+// buffer — its head's fields, the View, the outbound description, the
+// chunked body's reader, the record's strings — so that a connection
+// that gave its buffers back does not keep them alive (an idle
+// connection then costs ~4 KiB of heap, not ~17: TestIdleConnMemory).
+func (c *h1conn) forgetRequest() {
+	c.head.Reset()
+	c.view = request.View{}
+	clear(c.out.fields)
+	c.out.method, c.out.path, c.out.query, c.out.host, c.out.upgrade = nil, nil, nil, nil, nil
+	c.body.chunked = httpwire.ChunkedReader{}
+	c.rec = record{}
 }
 
 // The states of an HTTP/1.1 connection, for Shutdown and Stats.
