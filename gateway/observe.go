@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,7 +9,9 @@ import (
 	"github.com/spillwayhq/spillway/metrics"
 	"github.com/spillwayhq/spillway/overload"
 	"github.com/spillwayhq/spillway/proxy"
+	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/redisstore"
+	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
 
 // observe builds gen's metric observers (label children resolved once
@@ -85,9 +88,42 @@ func (g *Gateway) routePolicies(add func(metrics.RoutePolicy)) {
 		}
 		if l := gen.pol.limits.of(r.Name); l != nil {
 			rp.Decisions = l.Decisions
+			if gen.cfg.RateLimit.HotKeys != nil {
+				rp.HotKeys = hotKeysOf(l)
+			}
 		}
 		add(rp)
 	}
+}
+
+// hotKeysOf reports l's current rules' top keys (at most TopK per rule,
+// so a key that left the top set is not reported), shown as httplimit's
+// own gauge shows them: "(global)", "(fallback)", valid UTF-8, each
+// (rule, key) once.
+func hotKeysOf(l *httplimit.Limiter) func(fn func(rule, key string, units uint64)) {
+	return func(fn func(rule, key string, units uint64)) {
+		for _, rk := range l.HotKeys() {
+			seen := make(map[string]bool, len(rk.Keys))
+			for _, hk := range rk.Keys {
+				k := shownKey(hk.Key)
+				if !seen[k] {
+					seen[k] = true
+					fn(rk.Rule, k, hk.Count)
+				}
+			}
+		}
+	}
+}
+
+// shownKey is a rule's key as a label value (httplimit's displayKey).
+func shownKey(k string) string {
+	switch k {
+	case rules.GlobalKey:
+		return "(global)"
+	case rules.FallbackKey:
+		return "(fallback)"
+	}
+	return strings.ToValidUTF8(k, "\uFFFD")
 }
 
 // clusterPolicies reports the current generation's cluster guards.

@@ -34,6 +34,9 @@
 //	route_retries_total{route}, route_retries_stopped_total{route, verdict}
 //	route_retry_budget_tokens{route}, route_policies_bypassed{route}
 //	route_ratelimit_decisions_total{route, rule, outcome}   httplimit's decisions, per route
+//	route_ratelimit_hot_key_units{route, rule, key}      gauge, with ratelimit.hot_keys: each rule's top keys
+//	                                                     (httplimit's hot keys, at most top per rule; a key that
+//	                                                     left the top set has no series)
 //	admission_*{gate}                                    package admit's series (limit, in flight, queue length and
 //	                                                     wait, admitted, rejected and goodput by class, brownout level),
 //	                                                     gate being the cluster's name
@@ -45,7 +48,8 @@
 //
 // Cardinality is bounded by the configuration: label values come from
 // route, cluster and listener names and from endpoint addresses, never
-// from request data. A cluster has at most Options.MaxEndpoints endpoints
+// from request data, except the hot keys' key label, which is request
+// data bounded by routes × rules × hot_keys.top. A cluster has at most Options.MaxEndpoints endpoints
 // with series of their own (1,000 by default); further endpoints share the
 // endpoint value "other" (for endpoint_health, the number of those
 // endpoints in each state). Series of routes and clusters that no live

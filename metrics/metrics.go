@@ -172,7 +172,8 @@ type Sources struct {
 	// its policy state: spillway_route_retries_total,
 	// spillway_route_retries_stopped_total{verdict},
 	// spillway_route_retry_budget_tokens, spillway_route_policies_bypassed,
-	// spillway_route_ratelimit_decisions_total{rule, outcome}.
+	// spillway_route_ratelimit_decisions_total{rule, outcome} and, with
+	// hot keys, spillway_route_ratelimit_hot_key_units{rule, key}.
 	Routes func(add func(RoutePolicy))
 	// Clusters calls add once per cluster with a guard: its admission's
 	// and breaker's series (packages admit and breaker, labelled gate and

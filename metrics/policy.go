@@ -22,6 +22,10 @@ type RoutePolicy struct {
 	// Decisions reports the route's rate-limit decisions by rule and
 	// outcome (httplimit.Limiter.Decisions); nil: no rules.
 	Decisions func(fn func(rule, outcome string, n uint64))
+	// HotKeys reports the heaviest keys of the route's rules and their
+	// estimated units (httplimit.Limiter.HotKeys: at most TopK per rule,
+	// each (rule, key) once); nil: no hot-key tracking.
+	HotKeys func(fn func(rule, key string, units uint64))
 }
 
 // ClusterPolicy is one cluster's guard (admission, breaker), read at
@@ -45,6 +49,9 @@ var (
 	decisionsDesc = prometheus.NewDesc("spillway_route_ratelimit_decisions_total",
 		"Rate-limit decisions of the route's rules, by rule and outcome (allowed, denied, shadow_denied, store_error, queue_abandoned).",
 		[]string{"route", "rule", "outcome"}, nil)
+	hotKeyDesc = prometheus.NewDesc("spillway_route_ratelimit_hot_key_units",
+		"Estimated units (requests × cost) of the heaviest keys of the route's rules in the hot-key tracker's interval (ratelimit.hot_keys); at most top keys per rule.",
+		[]string{"route", "rule", "key"}, nil)
 	pinnedDesc = prometheus.NewDesc("spillway_admission_pinned_limit",
 		"The admission limit an operator pinned (0: the adaptive algorithm's applies); gate is the cluster.",
 		[]string{"gate"}, nil)
@@ -110,6 +117,11 @@ func collectRoute(ch chan<- prometheus.Metric, r *RoutePolicy) {
 	if r.Decisions != nil {
 		r.Decisions(func(rule, outcome string, n uint64) {
 			ch <- prometheus.MustNewConstMetric(decisionsDesc, prometheus.CounterValue, float64(n), r.Route, rule, outcome)
+		})
+	}
+	if r.HotKeys != nil {
+		r.HotKeys(func(rule, key string, units uint64) {
+			ch <- prometheus.MustNewConstMetric(hotKeyDesc, prometheus.GaugeValue, float64(units), r.Route, rule, key)
 		})
 	}
 }
