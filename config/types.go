@@ -71,6 +71,7 @@ type Listener struct {
 	TrustedProxies []string     `yaml:"trusted_proxies" doc:"Peers (IP addresses or CIDR prefixes) whose X-Forwarded-* and Forwarded headers are kept and extended; from any other peer they are replaced." kind:"cidr"`
 	Limits         Limits       `yaml:"limits" doc:"Protection against slow and oversized clients."`
 	ProxyProtocol  *ProxyProto  `yaml:"proxy_protocol" doc:"Accept a PROXY protocol (v1 or v2) header from the listed peers (a load balancer in front), so the client's address is the one it sends; absent: never."`
+	ReasonHeader   bool         `yaml:"reason_header" doc:"Send the Spillway-Reason header (the reason code, such as ratelimit:per-ip, breaker-open, no-route or upstream-timeout) on the gateway's own answers on this listener; false: left out, as for clients that should not see it (the access log and spillway_refusals_total keep the reason)." default:"true"`
 
 	tls       *tls.Config // TLS made by Load; nil without
 	certFiles []CertFiles // the certificates' files, when given as file: references

@@ -231,7 +231,7 @@ func (g *Gateway) newHTTP(l *config.Listener, gen *generation) *proxy.Server {
 		Limits:         httpwire.Limits{MaxHeaderBytes: int(lim.MaxHeaderBytes), MaxFields: lim.MaxHeaderCount},
 		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, // limits.max_connections: the listener's gate
 		MaxConnAge: lim.MaxAge.D(), MaxConnAgeJitter: lim.MaxAgeJitter, AgeGrace: gen.cfg.Drain.Timeout.D(),
-		Clock: g.clk, Logger: g.log, AccessLog: g.opts.AccessLog,
+		Clock: g.clk, Logger: g.log, AccessLog: g.opts.AccessLog, OmitReason: !l.ReasonHeader,
 	}, gen.routers[l.Name])
 	if g.drain.Load() {
 		srv.Drain()

@@ -215,7 +215,7 @@ func (c *h1conn) serveOne() bool {
 	if !ok {
 		return c.writeProblem(problemNoRoute, keep)
 	}
-	c.rec.begin(rt, c.s.cfg.Clock)
+	c.rec.begin(rt, &c.s.cfg)
 	if c.rec.log { // copies: the head's bytes are reused once its body is read
 		c.rec.method, c.rec.host, c.rec.path = string(c.head.Method), string(c.host), string(c.head.Path)
 	}
@@ -299,7 +299,7 @@ func (c *h1conn) refuseHead(err error) {
 func (c *h1conn) writeProblem(p *Problem, keep bool) bool {
 	keep = keep && c.mayKeep()
 	c.rec.gateway(p, c.isHead)
-	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead)
+	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead, !c.s.cfg.OmitReason)
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(c.wbuf)
 	return c.bw.Flush() == nil && keep

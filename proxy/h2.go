@@ -85,24 +85,24 @@ func (h *h2handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// x/net/http2 reads the first of several Content-Length fields
 		// (none on a stream without DATA); the HTTP/1.1 engine refuses a
 		// second one, equal or not, and so does this one.
-		problemTwoLengths.writeHTTP(w, isHead)
+		problemTwoLengths.writeHTTP(w, isHead, !h.s.cfg.OmitReason)
 		return
 	}
 	if r.Method == http.MethodConnect {
-		problemConnect.writeHTTP(w, false)
+		problemConnect.writeHTTP(w, false, !h.s.cfg.OmitReason)
 		return
 	}
 	if dotSegment(sbytes(path)) {
-		problemDotSegments.writeHTTP(w, isHead)
+		problemDotSegments.writeHTTP(w, isHead, !h.s.cfg.OmitReason)
 		return
 	}
 	rt, ok := h.s.route().Route(&v)
 	if !ok {
-		problemNoRoute.writeHTTP(w, isHead)
+		problemNoRoute.writeHTTP(w, isHead, !h.s.cfg.OmitReason)
 		return
 	}
 	rec := &st.rec
-	rec.begin(rt, h.s.cfg.Clock)
+	rec.begin(rt, &h.s.cfg)
 	defer h.endStream(rec, r)
 	if rec.log {
 		rec.method, rec.host, rec.path = r.Method, string(st.host), path

@@ -25,8 +25,9 @@ import (
 const BrownoutHeader = "Spillway-Brownout"
 
 // appendRefusal appends the whole HTTP/1.1 answer ref, with the request's
-// Retry-After and RateLimit fields from p, to dst.
-func appendRefusal(dst []byte, ref *chain.Refusal, p *chain.Pass, keepAlive, head bool) []byte {
+// Retry-After and RateLimit fields from p, to dst; reason false leaves
+// Spillway-Reason out.
+func appendRefusal(dst []byte, ref *chain.Refusal, p *chain.Pass, keepAlive, head, reason bool) []byte {
 	dst = httpwire.AppendStatusLine(dst, ref.Status, nil)
 	ct := ref.ContentType
 	if ct == "" {
@@ -34,7 +35,9 @@ func appendRefusal(dst []byte, ref *chain.Refusal, p *chain.Pass, keepAlive, hea
 		dst = append(dst, "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"...)
 	}
 	dst = append(append(append(dst, "Content-Type: "...), ct...), "\r\n"...)
-	dst = append(append(append(dst, "Spillway-Reason: "...), ref.Reason...), "\r\n"...)
+	if reason {
+		dst = append(append(append(dst, "Spillway-Reason: "...), ref.Reason...), "\r\n"...)
+	}
 	if ref.Retry && p.RetryAfter >= 0 {
 		dst = strconv.AppendInt(append(dst, "Retry-After: "...), p.RetryAfter, 10)
 		dst = append(dst, "\r\n"...)
@@ -69,14 +72,17 @@ func appendRateLimit(dst []byte, p *chain.Pass) []byte {
 }
 
 // writeRefusal writes ref to an HTTP/2 client: as a trailers-only gRPC
-// status on a gRPC route asked in gRPC, else as the HTTP answer.
-func writeRefusal(w http.ResponseWriter, r *http.Request, rt *Route, ref *chain.Refusal, p *chain.Pass) {
+// status on a gRPC route asked in gRPC, else as the HTTP answer; reason
+// false leaves Spillway-Reason out.
+func writeRefusal(w http.ResponseWriter, r *http.Request, rt *Route, ref *chain.Refusal, p *chain.Pass, reason bool) {
 	h := w.Header()
 	if rt.GRPC && isGRPC(r) {
 		h["Content-Type"] = grpcType
 		h["Grpc-Status"] = []string{strconv.Itoa(ref.GRPC)}
 		h["Grpc-Message"] = []string{ref.GRPCMessage}
-		h["Spillway-Reason"] = []string{ref.Reason}
+		if reason {
+			h["Spillway-Reason"] = []string{ref.Reason}
+		}
 		if ref.Retry && p.RetryAfter >= 0 {
 			h[retryPushback] = []string{strconv.FormatInt(p.RetryAfter*1000, 10)}
 		}
@@ -91,7 +97,9 @@ func writeRefusal(w http.ResponseWriter, r *http.Request, rt *Route, ref *chain.
 	} else {
 		h["Content-Type"] = []string{ct}
 	}
-	h["Spillway-Reason"] = []string{ref.Reason}
+	if reason {
+		h["Spillway-Reason"] = []string{ref.Reason}
+	}
 	if ref.Retry && p.RetryAfter >= 0 {
 		h["Retry-After"] = []string{strconv.FormatInt(p.RetryAfter, 10)}
 	}
@@ -270,7 +278,7 @@ func exchangeBound(rt *Route, p *chain.Pass, now float64) time.Duration {
 func (c *h1conn) refuse(ref *chain.Refusal, keep bool) bool {
 	keep = keep && c.mayKeep()
 	c.rec.refused(ref, c.isHead)
-	c.wbuf = appendRefusal(c.wbuf[:0], ref, c.pass, keep, c.isHead)
+	c.wbuf = appendRefusal(c.wbuf[:0], ref, c.pass, keep, c.isHead, !c.s.cfg.OmitReason)
 	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
 	_, _ = c.bw.Write(c.wbuf)
 	return c.bw.Flush() == nil && keep

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -18,8 +19,9 @@ type Problem struct {
 	// Body is the problem+json document.
 	Body []byte
 	// head is the status line and fields up to, not including, the
-	// Connection field and the blank line.
-	head []byte
+	// Connection field and the blank line; bare is head without the
+	// Spillway-Reason field (Config.OmitReason).
+	head, bare []byte
 }
 
 // problemDoc is the JSON shape of a Problem's body.
@@ -48,18 +50,24 @@ func NewProblem(status int, reason, detail, cluster string) *Problem {
 	h = strconv.AppendInt(h, int64(status), 10)
 	h = append(h, ' ')
 	h = append(h, http.StatusText(status)...)
-	h = append(h, "\r\nContent-Type: application/problem+json\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nSpillway-Reason: "...)
-	h = append(h, reason...)
-	h = append(h, "\r\nContent-Length: "...)
-	h = strconv.AppendInt(h, int64(len(body)), 10)
-	h = append(h, "\r\n"...)
-	return &Problem{Status: status, Reason: reason, Body: body, head: h}
+	h = append(h, "\r\nContent-Type: application/problem+json\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"...)
+	length := strconv.AppendInt([]byte("Content-Length: "), int64(len(body)), 10)
+	length = append(length, "\r\n"...)
+	bare := append(slices.Clip(h), length...)
+	h = append(append(append(h, "Spillway-Reason: "...), reason...), "\r\n"...)
+	h = append(h, length...)
+	return &Problem{Status: status, Reason: reason, Body: body, head: h, bare: bare}
 }
 
 // appendH1 appends the whole HTTP/1.1 response to dst; keepAlive false
-// adds "Connection: close". HEAD requests get the head only.
-func (p *Problem) appendH1(dst []byte, keepAlive, head bool) []byte {
-	dst = append(dst, p.head...)
+// adds "Connection: close", reason false leaves Spillway-Reason out. HEAD
+// requests get the head only.
+func (p *Problem) appendH1(dst []byte, keepAlive, head, reason bool) []byte {
+	if reason {
+		dst = append(dst, p.head...)
+	} else {
+		dst = append(dst, p.bare...)
+	}
 	if !keepAlive {
 		dst = append(dst, "Connection: close\r\n"...)
 	}
@@ -70,13 +78,16 @@ func (p *Problem) appendH1(dst []byte, keepAlive, head bool) []byte {
 	return append(dst, p.Body...)
 }
 
-// writeHTTP writes p through a net/http ResponseWriter (the HTTP/2 engine).
-func (p *Problem) writeHTTP(w http.ResponseWriter, head bool) {
+// writeHTTP writes p through a net/http ResponseWriter (the HTTP/2
+// engine); reason false leaves Spillway-Reason out.
+func (p *Problem) writeHTTP(w http.ResponseWriter, head, reason bool) {
 	h := w.Header()
 	h["Content-Type"] = problemType
 	h["Cache-Control"] = noStore
 	h["X-Content-Type-Options"] = noSniff
-	h["Spillway-Reason"] = []string{p.Reason}
+	if reason {
+		h["Spillway-Reason"] = []string{p.Reason}
+	}
 	h["Content-Length"] = []string{strconv.Itoa(len(p.Body))}
 	w.WriteHeader(p.Status)
 	if !head {

@@ -34,6 +34,7 @@ type record struct {
 	status   int     // what the client got (0: nothing yet)
 	fromUp   bool    // status is the upstream's answer, not the gateway's own
 	reason   string  // the gateway's reason code for its own answers
+	bare     bool    // its answers leave Spillway-Reason out (Config.OmitReason)
 	endpoint string  // the address picked ("" if none)
 	upErr    error   // the upstream's failure in the middle of a body, reported at the end
 	attempts int     // upstream exchanges tried
@@ -57,9 +58,9 @@ type record struct {
 // begin starts the record of a request that took route rt now, and
 // draws whether it is logged (math/rand/v2's generator: per-thread
 // state, no lock, no allocation).
-func (r *record) begin(rt *Route, clk clock.Clock) {
-	now := clk.Now()
-	*r = record{rt: rt, cl: rt.Cluster, clk: clk, start: now, tryAt: now}
+func (r *record) begin(rt *Route, cfg *Config) {
+	now := cfg.Clock.Now()
+	*r = record{rt: rt, cl: rt.Cluster, clk: cfg.Clock, start: now, tryAt: now, bare: cfg.OmitReason}
 	if rt.Live != nil {
 		rt.Live.Add(1)
 	}
@@ -188,7 +189,7 @@ func failureKind(err error, timedOut bool) (upstream.Kind, bool) {
 // answer writes one of the gateway's own answers to an HTTP/2 client.
 func (r *record) answer(w http.ResponseWriter, p *Problem, head bool) {
 	r.gateway(p, head)
-	p.writeHTTP(w, head)
+	p.writeHTTP(w, head, !r.bare)
 }
 
 // failedStd answers an HTTP/2 client's failed exchange with p, and

@@ -66,6 +66,10 @@ type Config struct {
 	// AccessLog receives the access log lines of the routes that ask for
 	// them (Route.AccessLog; fields in logAccess) [Logger].
 	AccessLog *slog.Logger
+	// OmitReason leaves the Spillway-Reason field out of the gateway's own
+	// answers (refusals, no route, upstream failures, malformed requests);
+	// the access log and the Observer still get the reason.
+	OmitReason bool
 }
 
 // Server is the HTTP engines of one listener: it accepts connections,

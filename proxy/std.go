@@ -28,7 +28,7 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 		rec.admitted(p)
 		if ref != nil {
 			rec.refused(ref, r.Method == http.MethodHead)
-			writeRefusal(w, r, rt, ref, p)
+			writeRefusal(w, r, rt, ref, p, !s.cfg.OmitReason)
 			return
 		}
 		o.pass, o.now = p, s.cfg.Clock.Now()
@@ -76,7 +76,7 @@ func forwardStd(s *Server, w http.ResponseWriter, r *http.Request, v *request.Vi
 			ref, fallback := o.pass.Attempt(rec.tryAt)
 			if ref != nil {
 				rec.refused(ref, r.Method == http.MethodHead)
-				writeRefusal(w, r, rt, ref, o.pass)
+				writeRefusal(w, r, rt, ref, o.pass, !s.cfg.OmitReason)
 				return
 			}
 			if fallback && rt.Fallback != nil {
