@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +10,6 @@ import (
 	"github.com/spillwayhq/spillway/proxy"
 	"github.com/spillwayhq/spillway/ratelimit/httplimit"
 	"github.com/spillwayhq/spillway/ratelimit/redisstore"
-	"github.com/spillwayhq/spillway/ratelimit/rules"
 )
 
 // observe builds gen's metric observers (label children resolved once
@@ -105,7 +103,7 @@ func hotKeysOf(l *httplimit.Limiter) func(fn func(rule, key string, units uint64
 		for _, rk := range l.HotKeys() {
 			seen := make(map[string]bool, len(rk.Keys))
 			for _, hk := range rk.Keys {
-				k := shownKey(hk.Key)
+				k := httplimit.DisplayKey(hk.Key)
 				if !seen[k] {
 					seen[k] = true
 					fn(rk.Rule, k, hk.Count)
@@ -113,17 +111,6 @@ func hotKeysOf(l *httplimit.Limiter) func(fn func(rule, key string, units uint64
 			}
 		}
 	}
-}
-
-// shownKey is a rule's key as a label value (httplimit's displayKey).
-func shownKey(k string) string {
-	switch k {
-	case rules.GlobalKey:
-		return "(global)"
-	case rules.FallbackKey:
-		return "(fallback)"
-	}
-	return strings.ToValidUTF8(k, "\uFFFD")
 }
 
 // clusterPolicies reports the current generation's cluster guards.

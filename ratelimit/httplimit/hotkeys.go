@@ -103,7 +103,7 @@ func (l *Limiter) HotKeysHandler() http.Handler {
 				continue
 			}
 			for i := range rk.Keys {
-				rk.Keys[i].Key = displayKey(rk.Keys[i].Key)
+				rk.Keys[i].Key = DisplayKey(rk.Keys[i].Key)
 			}
 			body.Rules = append(body.Rules, rk)
 		}
@@ -113,9 +113,9 @@ func (l *Limiter) HotKeysHandler() http.Handler {
 	})
 }
 
-// displayKey shows a key in JSON and metric labels: the two shared keys by
-// name, invalid UTF-8 replaced.
-func displayKey(k string) string {
+// DisplayKey shows a rule's key in JSON and metric labels: the two shared
+// keys by name, invalid UTF-8 replaced.
+func DisplayKey(k string) string {
 	switch k {
 	case rules.GlobalKey:
 		return "(global)"
@@ -133,7 +133,7 @@ func (l *Limiter) collectHotKeys(ch chan<- prometheus.Metric) {
 	for _, rk := range l.HotKeys() {
 		seen := make(map[string]bool, len(rk.Keys))
 		for _, hk := range rk.Keys {
-			k := displayKey(hk.Key)
+			k := DisplayKey(hk.Key)
 			if seen[k] { // two keys shown alike: one series only
 				continue
 			}

@@ -171,8 +171,8 @@ func TestHotKeysAllocations(t *testing.T) {
 func TestDisplayKey(t *testing.T) {
 	for in, want := range map[string]string{rules.GlobalKey: "(global)", rules.FallbackKey: "(fallback)",
 		"u42": "u42", "a\xffb": "a\uFFFDb", "192.0.2.1|POST": "192.0.2.1|POST"} {
-		if got := displayKey(in); got != want {
-			t.Errorf("displayKey(%q) = %q, want %q", in, got, want)
+		if got := DisplayKey(in); got != want {
+			t.Errorf("DisplayKey(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
