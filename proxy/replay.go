@@ -111,7 +111,16 @@ func (rr *replayReader) Read(p []byte) (int, error) {
 	if n, done, err := rr.fromKept(p); done { // kept may have grown meanwhile
 		return n, err
 	}
-	n, err := r.src.Read(p)
+	// src is read under mu: release, when the request ends, may clear it
+	// while a stale attempt's writer (x/net/http2's request-body
+	// goroutine outlives the handler) still reads.
+	r.mu.Lock()
+	src, stale := r.src, rr.epoch != r.epoch
+	r.mu.Unlock()
+	if stale || src == nil {
+		return 0, errBodyGone
+	}
+	n, err := src.Read(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rr.req != r.req {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // TestReplayAttempts: each attempt reads the body from its start — the
@@ -107,4 +108,47 @@ func (g *gatedReader) Read(p []byte) (int, error) {
 		<-g.release
 	}
 	return copy(p, strings.Repeat("y", min(len(p), 40))), nil
+}
+
+// blockingReader blocks every Read until release is closed, then reads
+// from r.
+type blockingReader struct {
+	release chan struct{}
+	r       io.Reader
+}
+
+func (b *blockingReader) Read(p []byte) (int, error) {
+	<-b.release
+	return b.r.Read(p)
+}
+
+// TestReplayReleaseWhileReading: the request ends (release) while an
+// attempt's reader may be on its way to the client's body — x/net/http2's
+// request-body goroutine outlives the handler. The reader sees
+// errBodyGone either way. Nothing but a pause orders the reader's start
+// before the release, on purpose (a channel or an atomic would order the
+// two for the race detector too): a reader that got to the source first
+// lets the race detector see whether its read of it is under the lock
+// release takes. It was not — a data race in CI on 2026-12-02, and a nil
+// source when the release came between the reader's checks and its read.
+// The pause only makes that case likely; the test passes whatever the
+// order.
+func TestReplayReleaseWhileReading(t *testing.T) {
+	for range 20 {
+		var r replay
+		src := &blockingReader{release: make(chan struct{}), r: strings.NewReader("abc")}
+		r.start(src, 64)
+		a := r.attempt(new(replayReader))
+		got := make(chan error, 1)
+		go func() {
+			_, err := a.Read(make([]byte, 8))
+			got <- err
+		}()
+		time.Sleep(2 * time.Millisecond)
+		r.release()
+		close(src.release)
+		if err := <-got; !errors.Is(err, errBodyGone) {
+			t.Fatalf("read across the release: %v, want errBodyGone", err)
+		}
+	}
 }
