@@ -7,11 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
-
-	"go.uber.org/goleak"
-
-	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // heardHeaders starts a backend (startBackendFunc) that hands the header
@@ -73,8 +68,7 @@ func plainClients(t *testing.T) map[string]*http.Client {
 // client (an add replaces the backend's field), and other fields pass
 // both ways untouched, over HTTP/1.1 and h2c.
 func TestRouteHeaderRewrite(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	noLeaks(t)
 	be, heard := heardHeaders(t, http.Header{
 		"Server": {"backend/1.0"}, "X-Internal-Debug": {"yes"},
 		"Cache-Control": {"private"}, "X-Backend-Kept": {"1"},
@@ -118,8 +112,7 @@ var generatedID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // absent (a fresh one per request) or unusable (longer than 128
 // characters), and kept when present, over HTTP/1.1 and h2c.
 func TestTraceContextAndRequestID(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	noLeaks(t)
 	be, heard := heardHeaders(t, nil)
 	g := start(t, `
 version: 1
@@ -159,8 +152,7 @@ clusters: [{name: app, endpoints: ["`+be+`"]}]
 // a peer not in them all four are replaced by the gateway's own, over
 // HTTP/1.1 and h2c.
 func TestTrustedProxiesForwarding(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	noLeaks(t)
 	be, heard := heardHeaders(t, nil)
 	g := start(t, `
 version: 1

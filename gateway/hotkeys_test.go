@@ -4,11 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"go.uber.org/goleak"
-
-	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // TestHotKeysMetrics: with ratelimit.hot_keys (top 2, one shard, no
@@ -16,8 +11,7 @@ import (
 // their units and not the third; a key that overtakes one of them
 // replaces its series; a reload that removes the rule removes its series.
 func TestHotKeysMetrics(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	noLeaks(t)
 	be := startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {})
 	file := t.TempDir() + "/gateway.yaml"
 	body := func(rule string) string {

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/spillwayhq/spillway/config"
-	"github.com/spillwayhq/spillway/internal/leakcheck"
 	"github.com/spillwayhq/spillway/internal/syncbuf"
 )
 
@@ -20,8 +17,7 @@ import (
 // spillway_refusals_total still have the reason; a listener left at the
 // default sends it.
 func TestReasonHeaderOff(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	noLeaks(t)
 	be := startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {})
 	cfg, err := config.Parse("test.yaml", []byte(`
 version: 1

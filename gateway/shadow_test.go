@@ -9,11 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"go.uber.org/goleak"
-
-	"github.com/spillwayhq/spillway/internal/leakcheck"
 )
 
 // logRecorder is a slog.Handler that keeps every record (attributes
@@ -68,8 +63,7 @@ func (h *logRecorder) shadowLines() (map[string]uint64, int) {
 // breaker), none again when nothing more was, and never a line for a
 // shadow admission that refused nothing.
 func TestShadowLog(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { leakcheck.Verify(t, 5*time.Second, opt) })
+	noLeaks(t)
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	be := startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -4,8 +4,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,15 +25,12 @@ func TestServeLogsGoRedisThroughSlog(t *testing.T) {
 	t.Cleanup(func() { leakcheck.Verify(t, 10*time.Second, ignore) })
 	be := newSlowBackend(t, time.Millisecond)
 	gone := closedAddr(t)
-	file := filepath.Join(t.TempDir(), "gateway.yaml")
 	cfg := "version: 1\nadmin: {address: off}\nreload: {watch: false}\n" +
 		"listeners: [{name: web, address: \"127.0.0.1:0\"}]\n" +
 		"ratelimit: {store: redis, redis: {addresses: [\"" + gone + "\"], timeout: 20ms, dial_timeout: 20ms}}\n" +
 		"routes: [{name: main, cluster: app, policies: {ratelimit: {rules: [{id: per-ip, key: [ip], rate: 100, per: 1s}]}}}]\n" +
 		"clusters: [{name: app, endpoints: [\"" + be.addr + "\"]}]\n"
-	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := tempFile(t, "gateway.yaml", cfg)
 	p := maintest.Start(t, main, "serve", "--config", file)
 	web := p.WaitStderr(listeningRE, 30*time.Second)
 	if web == nil {
