@@ -37,6 +37,14 @@ type Config struct {
 	// Retry, when set, decides retries; RetryOn what is retried.
 	Retry   *retry.Policy
 	RetryOn RetryOn
+	// Hedger, when set, hedges the route's idempotent requests (see
+	// HedgeDelay); its Budget should be Retry's, so that hedges and
+	// retries share one.
+	Hedger *retry.Hedger
+	// Budget is the budget Hedger pays from when there is no Retry
+	// (retries off, hedging on): each request let through fills it, as
+	// Retry fills its own.
+	Budget *retry.Budget
 	// Rand draws the backoff jitter; nil: math/rand/v2's.
 	Rand retry.Rand
 }
@@ -91,10 +99,15 @@ func (c *Chain) Admit(ctx context.Context, clk clock.Clock, now float64, v *requ
 		c.stats.refused.Add(1)
 		return ref
 	}
-	if c.cfg.Retry != nil && !c.Bypassed() {
+	if !c.Bypassed() {
 		// Only a request let through earns retries: a refused one never
 		// reaches the cluster.
-		c.cfg.Retry.RecordRequest(now)
+		switch {
+		case c.cfg.Retry != nil:
+			c.cfg.Retry.RecordRequest(now)
+		case c.cfg.Budget != nil:
+			c.cfg.Budget.RecordRequest(now)
+		}
 	}
 	return nil
 }

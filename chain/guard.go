@@ -101,26 +101,34 @@ func (g *Guard) admit(ctx context.Context, now float64, p *Pass) *Refusal {
 // answer (the fallback's, or breaker-open); useCluster reports that the
 // fallback is another cluster.
 func (g *Guard) allow(now float64, p *Pass) (ref *Refusal, useCluster bool) {
+	t, on, refused := g.permit(now, p)
+	if refused {
+		return g.fallback()
+	}
+	p.brk, p.brkOn = t, on
+	return nil, false
+}
+
+// permit asks the breaker (and the operator's override) whether one
+// attempt of p's request may go: a ticket to report when on, refused when
+// it may not (a shadow breaker counts it and lets it go).
+func (g *Guard) permit(now float64, p *Pass) (t breaker.Ticket, on, refused bool) {
 	if g.Breaker == nil {
-		return nil, false
+		return t, false, false
 	}
 	if f := g.override.forced.Load(); f != forceNone {
-		if f == forceClosed {
-			return nil, false
-		}
-		return g.fallback()
+		return t, false, f != forceClosed
 	}
 	t, err := g.Breaker.Allow(now)
 	if err == nil {
-		p.brk, p.brkOn = t, true
-		return nil, false
+		return t, true, false
 	}
 	if g.BreakerShadow {
 		g.shadowBreaker.Add(1)
 		p.c.stats.shadow.breaker[classIndex(p.class)].Add(1)
-		return nil, false
+		return breaker.Ticket{}, false, false
 	}
-	return g.fallback()
+	return breaker.Ticket{}, false, true
 }
 
 func (g *Guard) fallback() (*Refusal, bool) {

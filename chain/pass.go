@@ -44,6 +44,7 @@ type state struct {
 	brkOn bool // brk is an attempt not yet reported
 
 	attempts int
+	hedges   int     // hedges sent (TryHedge)
 	prev     float64 // the last backoff delay
 	tried    [maxTried]string
 	nTried   int

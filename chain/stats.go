@@ -10,10 +10,13 @@ import (
 
 // Stats counts what a route's chain did.
 type Stats struct {
-	refused      atomic.Uint64
-	retries      atomic.Uint64
-	retryStopped [retry.StopServer + 1]atomic.Uint64
-	shadow       shadowCounts // see ShadowReport
+	refused       atomic.Uint64
+	retries       atomic.Uint64
+	retryStopped  [retry.StopServer + 1]atomic.Uint64
+	hedges        atomic.Uint64
+	hedgesWon     atomic.Uint64
+	hedgesRefused atomic.Uint64
+	shadow        shadowCounts // see ShadowReport
 }
 
 // Counts is a copy of a chain's counters.
@@ -25,11 +28,16 @@ type Counts struct {
 	// ("attempts", "budget", "deadline", "server").
 	Retries        uint64
 	RetriesStopped map[string]uint64
+	// Hedges sent; HedgesWon: of those, the ones whose answer was
+	// forwarded; HedgesRefused: hedges due that the breaker or the retry
+	// budget did not let go.
+	Hedges, HedgesWon, HedgesRefused uint64
 }
 
 // Counts returns the chain's counters.
 func (c *Chain) Counts() Counts {
-	out := Counts{Refused: c.stats.refused.Load(), Retries: c.stats.retries.Load(), RetriesStopped: map[string]uint64{}}
+	out := Counts{Refused: c.stats.refused.Load(), Retries: c.stats.retries.Load(), RetriesStopped: map[string]uint64{},
+		Hedges: c.stats.hedges.Load(), HedgesWon: c.stats.hedgesWon.Load(), HedgesRefused: c.stats.hedgesRefused.Load()}
 	for v := retry.StopAttempts; v <= retry.StopServer; v++ {
 		out.RetriesStopped[v.String()] = c.stats.retryStopped[v].Load()
 	}

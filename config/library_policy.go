@@ -184,6 +184,17 @@ func (r *Retry) BudgetConfig() retry.BudgetConfig {
 	return retry.BudgetConfig{Max: r.Budget.Max, Ratio: r.Budget.Ratio, MinPerSecond: r.Budget.MinPerSecond}
 }
 
+// HedgeConfig returns the hedging configuration, with Budget nil (the
+// route's retry budget is set by the gateway); ok false without hedge.
+func (r *Retry) HedgeConfig() (c retry.HedgeConfig, ok bool) {
+	h := r.Hedge
+	if h == nil {
+		return c, false
+	}
+	return retry.HedgeConfig{Delay: h.Delay.Seconds(), Quantile: h.Quantile, MaxHedges: h.MaxHedges,
+		Samples: h.Samples, MaxAge: h.MaxAge.Seconds()}, true
+}
+
 // The error kinds of retry.on.
 const (
 	retryConnect uint8 = 1 << iota

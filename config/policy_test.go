@@ -165,6 +165,7 @@ func checkExampleRoutes(t *testing.T, c *Config) {
 		{"retry statuses", []bool{r.RetryStatus(499), r.RetryStatus(500), r.RetryStatus(502), r.RetryStatus(504), r.RetryStatus(505)},
 			[]bool{false, true, true, true, false}},
 		{"buffer", r.BufferBytes, Bytes(1 << 20)},
+		{"hedge", r.Hedge, &RetryHedge{Quantile: 0.9, MaxHedges: 2, Samples: 64, MaxAge: Duration(30 * time.Second)}},
 		{"batch class", batch.ClassOf(), shed.Sheddable},
 		{"batch rules from limits.yaml", ruleIDs(batch.RateLimit.RuleSet()), []string{"export", "tenant"}},
 		{"batch retry default", batch.Retry.Policy().MaxAttempts, 2},
@@ -338,7 +339,7 @@ func TestPoliciesExampleComplete(t *testing.T) {
 		reflect.TypeFor[Leasing](), reflect.TypeFor[HotKeys](), reflect.TypeFor[Admission](), reflect.TypeFor[Shares](),
 		reflect.TypeFor[Queue](), reflect.TypeFor[Fairness](), reflect.TypeFor[Brownout](), reflect.TypeFor[Breaker](),
 		reflect.TypeFor[Fallback](), reflect.TypeFor[Policies](), reflect.TypeFor[Deadline](), reflect.TypeFor[RouteRateLimit](),
-		reflect.TypeFor[Retry](), reflect.TypeFor[RetryBackoff](), reflect.TypeFor[RetryBudget]()} {
+		reflect.TypeFor[Retry](), reflect.TypeFor[RetryBackoff](), reflect.TypeFor[RetryBudget](), reflect.TypeFor[RetryHedge]()} {
 		for _, f := range infoOf(typ).fields {
 			if !given[typ.Name()+"."+f.name] && typ.Name()+"."+f.name != "RateLimit.max_keys" {
 				t.Errorf("testdata/policies.yaml never sets %s.%s", typ.Name(), f.name)

@@ -178,9 +178,20 @@ type Retry struct {
 	Budget      RetryBudget  `yaml:"budget" doc:"The retry budget, always on: retries may grow with new requests, never with failures (a dependency in trouble gets at most ratio more load)."`
 	On          []string     `yaml:"on" doc:"What is retried: error kinds connect-failure (no connection made: always safe), reset (the connection failed before a response) and timeout, and upstream statuses (503) or ranges (\"500-599\")." default:"connect-failure,reset,502,503" kind:"retry-on"`
 	BufferBytes Bytes        `yaml:"buffer_bytes" doc:"Request bodies up to this size are kept for a replay; a request with a larger (or unknown-length, longer) body is not retried." default:"64KiB" max:"16MiB"`
+	Hedge       *RetryHedge  `yaml:"hedge" doc:"Hedged requests: while an attempt has no response head after a delay, another is sent to an endpoint not tried yet, the first good answer wins and the other is cancelled. Each hedge is paid from the retry budget (hedges and retries together stay within it). Only idempotent requests without a body are hedged (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or one with Idempotency-Key), and only by the HTTP/1.1 engine to HTTP/1.1 clusters (see the retry section of docs/ARCHITECTURE.md); absent: off."`
 
 	statuses [10]uint64 // bit s set: status s is retried (s < 640)
 	kinds    uint8      // retryConnect | retryReset | retryTimeout
+}
+
+// RetryHedge is a route's hedging: retry.HedgeConfig, with the route's
+// retry budget.
+type RetryHedge struct {
+	Delay     Duration `yaml:"delay" doc:"Time after an attempt was sent at which a hedge follows while no response head came; 0: the quantile of recent latencies (no hedge until 20 successful attempts were measured within max_age)." default:"0s"`
+	Quantile  float64  `yaml:"quantile" doc:"With delay 0: the latency quantile after which a hedge follows, in (0, 1): 0.95 hedges about the slowest 5% of requests." default:"0.95" min:"0.000001" max:"0.999999"`
+	MaxHedges int      `yaml:"max_hedges" doc:"Most hedges per request, each after another delay while no attempt has answered." default:"1" min:"1" max:"10"`
+	Samples   int      `yaml:"samples" doc:"With delay 0: recent latencies the quantile is taken over." default:"128" min:"20" max:"1024"`
+	MaxAge    Duration `yaml:"max_age" doc:"With delay 0: how long a latency counts for the quantile." default:"1m" min:"1ms"`
 }
 
 // RetryBackoff is the delay schedule between attempts.

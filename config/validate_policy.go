@@ -306,4 +306,11 @@ func (v *validator) retry(path string, r *Retry) {
 	if err := r.BudgetConfig().Validate(); err != nil {
 		v.at(&r.Budget)("%s.budget: %v", path, err)
 	}
+	if h, ok := r.HedgeConfig(); ok {
+		if err := h.Validate(); err != nil {
+			v.at(r.Hedge)("%s.hedge: %v", path, err)
+		}
+		v.onlyWith(path+".hedge", r.Hedge.Delay == 0, "delay 0 (the tracked quantile)",
+			fieldPtr{"quantile", &r.Hedge.Quantile}, fieldPtr{"samples", &r.Hedge.Samples}, fieldPtr{"max_age", &r.Hedge.MaxAge})
+	}
 }
