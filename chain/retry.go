@@ -77,3 +77,13 @@ func (p *Pass) Retry(now float64, f Failure) (delay float64, ok bool) {
 	p.prev = delay
 	return delay, true
 }
+
+// Retryable reports whether the failed attempt f is one the route retries
+// (what RetryOn lists, for this request's idempotence), whatever the retry
+// policy and budget would say: an engine racing a hedge against an
+// attempt lets neither win with such a failure. It reads only the route's
+// configuration and the request's idempotence, so a hedge's goroutine may
+// call it beside TryHedge.
+func (p *Pass) Retryable(f Failure) bool {
+	return p.c != nil && p.c.cfg.RetryOn.retryable(f, p.idempotent)
+}

@@ -253,6 +253,9 @@ func sumCounts(chains []*chain.Chain) chain.Counts {
 		k := c.Counts()
 		out.Refused += k.Refused
 		out.Retries += k.Retries
+		out.Hedges += k.Hedges
+		out.HedgesWon += k.HedgesWon
+		out.HedgesRefused += k.HedgesRefused
 		for v, n := range k.RetriesStopped {
 			out.RetriesStopped[v] += n
 		}

@@ -80,8 +80,9 @@ func (g *Gateway) routePolicies(add func(metrics.RoutePolicy)) {
 		if len(chains) == 0 {
 			continue
 		}
-		rp := metrics.RoutePolicy{Route: r.Name, Counts: sumCounts(chains), Bypassed: chains[0].Bypassed()}
-		if bud := gen.pol.budgets[r.Name].v; bud != nil && r.Policies.Retry.Attempts > 1 {
+		rp := metrics.RoutePolicy{Route: r.Name, Counts: sumCounts(chains), Bypassed: chains[0].Bypassed(),
+			Hedging: r.Policies.Retry.Hedge != nil}
+		if bud := gen.pol.budgets[r.Name].v; bud != nil && (r.Policies.Retry.Attempts > 1 || rp.Hedging) {
 			rp.Budget, rp.HasBudget = bud.Tokens(), true
 		}
 		if l := gen.pol.limits.of(r.Name); l != nil {

@@ -26,6 +26,7 @@ import (
 type policyState struct {
 	guards  map[string]keyed[*chain.Guard]  // by cluster name
 	budgets map[string]keyed[*retry.Budget] // by route name
+	hedgers map[string]keyed[*retry.Hedger] // by route name; nil value: no hedging
 	limits  *routeLimits
 	// chains holds the generation's compiled chains by route name: a
 	// route on several listeners has one chain (one bulkhead, one set of
@@ -51,7 +52,7 @@ type keyed[T any] struct {
 func (g *Gateway) buildPolicies(gen *generation, prev *policyState) (*policyState, error) {
 	cfg := gen.cfg
 	next := &policyState{guards: map[string]keyed[*chain.Guard]{}, budgets: map[string]keyed[*retry.Budget]{},
-		chains: map[string]compiledChain{}}
+		hedgers: map[string]keyed[*retry.Hedger]{}, chains: map[string]compiledChain{}}
 	for i := range cfg.Clusters {
 		c := &cfg.Clusters[i]
 		var old keyed[*chain.Guard]
@@ -67,14 +68,20 @@ func (g *Gateway) buildPolicies(gen *generation, prev *policyState) (*policyStat
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
 		var old keyed[*retry.Budget]
+		var oldHedger keyed[*retry.Hedger]
 		if prev != nil {
-			old = prev.budgets[r.Name]
+			old, oldHedger = prev.budgets[r.Name], prev.hedgers[r.Name]
 		}
 		b, err := budgetFor(r, old)
 		if err != nil {
 			return nil, fmt.Errorf("route %q: %w", r.Name, err)
 		}
 		next.budgets[r.Name] = b
+		h, err := g.hedgerFor(r, b, oldHedger)
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", r.Name, err)
+		}
+		next.hedgers[r.Name] = h
 	}
 	var oldLimits *routeLimits
 	if prev != nil {
@@ -205,6 +212,29 @@ func budgetFor(r *config.Route, old keyed[*retry.Budget]) (keyed[*retry.Budget],
 	return keyed[*retry.Budget]{key: key, v: b}, nil
 }
 
+// hedgerFor returns route r's hedger, paid from its budget b: old's (its
+// latency tracker kept) when the hedge section and the budget are the
+// ones old was built from, else a new one; a nil value without hedging.
+func (g *Gateway) hedgerFor(r *config.Route, b keyed[*retry.Budget], old keyed[*retry.Hedger]) (keyed[*retry.Hedger], error) {
+	hc, ok := r.Policies.Retry.HedgeConfig()
+	if !ok {
+		return keyed[*retry.Hedger]{}, nil
+	}
+	key := fingerprint(r.Policies.Retry.Hedge) + "\n" + b.key
+	if old.v != nil && old.key == key {
+		return old, nil
+	}
+	hc.Budget = b.v
+	h, err := retry.NewHedger(hc)
+	if err != nil {
+		return keyed[*retry.Hedger]{}, err
+	}
+	if old.v != nil {
+		g.log.Info("policies: route hedging changed; starting fresh", slog.String("route", r.Name))
+	}
+	return keyed[*retry.Hedger]{key: key, v: h}, nil
+}
+
 // chainFor returns route r's chain over the generation's policy state,
 // compiled the first time a listener asks for it.
 func (st *policyState) chainFor(cfgFile *config.Config, r *config.Route, clusters map[string]*cluster) (*chain.Chain, *proxy.Cluster, error) {
@@ -240,6 +270,12 @@ func (st *policyState) compile(cfgFile *config.Config, r *config.Route, clusters
 			return nil, nil, fmt.Errorf("route %q: %w", r.Name, err)
 		}
 		cfg.Retry, cfg.RetryOn = rp, retryOn(&p.Retry)
+	}
+	if h := st.hedgers[r.Name].v; h != nil {
+		cfg.Hedger, cfg.RetryOn = h, retryOn(&p.Retry) // a retryable failure does not win the race
+		if cfg.Retry == nil {
+			cfg.Budget = st.budgets[r.Name].v // retries off: the chain fills the hedges' budget
+		}
 	}
 	var fallback *proxy.Cluster
 	if gd := cfg.Guard; gd != nil && gd.FallbackCluster {

@@ -19,6 +19,8 @@ type RoutePolicy struct {
 	// false: it has none.
 	Budget    float64
 	HasBudget bool
+	// Hedging: the route hedges (its hedge counters are reported).
+	Hedging bool
 	// Decisions reports the route's rate-limit decisions by rule and
 	// outcome (httplimit.Limiter.Decisions); nil: no rules.
 	Decisions func(fn func(rule, outcome string, n uint64))
@@ -41,6 +43,9 @@ var (
 	retryStopDesc = prometheus.NewDesc("spillway_route_retries_stopped_total",
 		"Failed attempts the route did not retry, by the retry policy's verdict (attempts, budget, deadline, server).",
 		[]string{"route", "verdict"}, nil)
+	hedgesDesc = prometheus.NewDesc("spillway_route_hedges_total",
+		"Hedged requests of the route: hedges sent, won (their answer was forwarded) and refused (due, but the breaker or the retry budget did not let them go).",
+		[]string{"route", "outcome"}, nil)
 	budgetDesc = prometheus.NewDesc("spillway_route_retry_budget_tokens",
 		"Tokens left in the route's retry budget (a retry spends one).", []string{"route"}, nil)
 	bypassDesc = prometheus.NewDesc("spillway_route_policies_bypassed",
@@ -109,6 +114,12 @@ func collectRoute(ch chan<- prometheus.Metric, r *RoutePolicy) {
 	ch <- prometheus.MustNewConstMetric(retriesDesc, prometheus.CounterValue, float64(r.Counts.Retries), r.Route)
 	for v, n := range r.Counts.RetriesStopped {
 		ch <- prometheus.MustNewConstMetric(retryStopDesc, prometheus.CounterValue, float64(n), r.Route, v)
+	}
+	if r.Hedging {
+		k := &r.Counts
+		ch <- prometheus.MustNewConstMetric(hedgesDesc, prometheus.CounterValue, float64(k.Hedges), r.Route, "sent")
+		ch <- prometheus.MustNewConstMetric(hedgesDesc, prometheus.CounterValue, float64(k.HedgesWon), r.Route, "won")
+		ch <- prometheus.MustNewConstMetric(hedgesDesc, prometheus.CounterValue, float64(k.HedgesRefused), r.Route, "refused")
 	}
 	if r.HasBudget {
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, r.Budget, r.Route)

@@ -153,8 +153,9 @@ func TestPolicySeries(t *testing.T) {
 	gd := testGuard(t, false)
 	m.SetSources(Sources{
 		Routes: func(add func(RoutePolicy)) {
-			add(RoutePolicy{Route: "api", Counts: chain.Counts{Retries: 7, RetriesStopped: map[string]uint64{"budget": 2, "attempts": 1}},
-				Budget: 3, HasBudget: true, Bypassed: true,
+			add(RoutePolicy{Route: "api", Counts: chain.Counts{Retries: 7, RetriesStopped: map[string]uint64{"budget": 2, "attempts": 1},
+				Hedges: 5, HedgesWon: 4, HedgesRefused: 6},
+				Budget: 3, HasBudget: true, Bypassed: true, Hedging: true,
 				Decisions: func(fn func(rule, outcome string, n uint64)) { fn("per-ip", "allowed", 9); fn("per-ip", "denied", 4) }})
 			add(RoutePolicy{Route: "api"}) // a name twice: the first only
 			add(RoutePolicy{Route: "web", Counts: chain.Counts{RetriesStopped: map[string]uint64{}}})
@@ -165,6 +166,8 @@ func TestPolicySeries(t *testing.T) {
 	expect(t, "stopped", series(t, m, "spillway_route_retries_stopped_total"), map[string]float64{
 		"route=api,verdict=budget": 2, "route=api,verdict=attempts": 1})
 	expect(t, "budget", series(t, m, "spillway_route_retry_budget_tokens"), map[string]float64{"route=api": 3})
+	expect(t, "hedges", series(t, m, "spillway_route_hedges_total"), map[string]float64{ // web does not hedge: no series
+		"outcome=sent,route=api": 5, "outcome=won,route=api": 4, "outcome=refused,route=api": 6})
 	expect(t, "bypassed", series(t, m, "spillway_route_policies_bypassed"), map[string]float64{"route=api": 1, "route=web": 0})
 	expect(t, "decisions", series(t, m, "spillway_route_ratelimit_decisions_total"), map[string]float64{
 		"outcome=allowed,route=api,rule=per-ip": 9, "outcome=denied,route=api,rule=per-ip": 4})

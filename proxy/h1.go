@@ -43,6 +43,8 @@ type h1conn struct {
 	wbuf  []byte // the upstream request head, then the client response head
 	ureq  upstream.Request
 	uresp upstream.Response
+	resp  *upstream.Response // the answer being forwarded: &uresp, or a winning hedge's
+	hedge *hedging           // made on the first hedged request (hedge.go)
 	body  reqBody
 	// replay keeps the body for a retry (replay.go); replayR reads it.
 	// The engine is synchronous: no attempt outlives the next one.
@@ -102,6 +104,8 @@ func (c *h1conn) release() {
 	c.forgetRequest()
 	c.s, c.c, c.sc.Conn = nil, nil, nil
 	c.uresp.Close()
+	c.closeHedges()
+	c.resp = nil
 	h1Pool.Put(c)
 }
 

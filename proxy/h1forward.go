@@ -61,12 +61,23 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 	c.rec.endpoint = es.Addr()
 	ctx := c.exchange()
 	c.prepareRequest(rt, m, hasBody)
-	c.watch.arm(ctx.cancelFn, c.exchangeTimeout(rt))
+	cancel := ctx.cancelFn
+	hd := c.hedgesFor(hasBody, ctx)
+	if hd != nil {
+		cancel = hd.cancelFn
+	}
+	c.watch.arm(cancel, c.exchangeTimeout(rt))
 	if !hasBody || c.replay.complete() {
 		c.watch.start()
 	}
 	c.rec.sending()
+	c.resp = &c.uresp
 	err = pool.RoundTrip(ctx, &c.ureq, &c.uresp)
+	if hd != nil {
+		if w := hd.settle(err); w != nil {
+			es, err = c.hedgeWon(es, w), nil
+		}
+	}
 	if err != nil {
 		c.watch.stop()
 		c.finishFailed(es, err, c.watch.timedOut)
@@ -77,7 +88,8 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 		return c.upstreamFailed(cl, err, c.watch.timedOut), false
 	}
 	c.rec.headArrived()
-	status := c.uresp.Head.Status
+	status := c.resp.Head.Status
+	c.recordLatency(status)
 	if status == 101 {
 		c.rec.upstream(101)
 		c.watch.stop()
@@ -97,21 +109,31 @@ func (c *h1conn) attempt(rt *Route, m int, hasBody bool) (keep, again bool) {
 	}
 	c.finished(es, status)
 	c.attemptDone(status >= 500)
-	c.uresp.Close()
+	c.resp.Close()
 	return keep && !c.watch.gone, false
+}
+
+// recordLatency gives a hedging route's delay tracker the time to the
+// response head of an attempt answered with status (below 500: a good
+// one).
+func (c *h1conn) recordLatency(status int) {
+	if p := c.out.pass; p != nil && status < 500 && p.Hedging() {
+		now := c.s.cfg.Clock.Now()
+		p.RecordLatency(now, now-c.rec.tryAt)
+	}
 }
 
 // retryStatus decides whether an upstream answer of status is retried
 // instead of forwarded; if so the answer is dropped (its connection
 // closed) and the backoff waited.
 func (c *h1conn) retryStatus(es *balancer.EndpointState, status int) bool {
-	f := chain.Failure{Status: status, Replayable: true, After: retryAfterOf(&c.uresp.Head)}
+	f := chain.Failure{Status: status, Replayable: true, After: retryAfterOf(&c.resp.Head)}
 	delay, ok := c.out.pass.Retry(c.s.cfg.Clock.Now(), f)
 	if !ok {
 		return false
 	}
 	c.watch.stop()
-	c.uresp.Close()
+	c.resp.Close()
 	c.finished(es, status)
 	c.attemptDone(true)
 	backoff(delay)

@@ -209,6 +209,16 @@ func serverDelay(v string) float64 {
 // emptiest to a least-request picker, then the least loaded untried
 // endpoint), and the endpoint is recorded.
 func (c *Cluster) pickFor(now float64, v *request.View, p *chain.Pass) (*balancer.EndpointState, error) {
+	es, err := c.pickAvoiding(now, v, p)
+	if err == nil && p != nil {
+		p.Tried(es.Addr())
+	}
+	return es, err
+}
+
+// pickAvoiding is pickFor without recording the endpoint: one p has not
+// tried when the cluster has one (a hedge checks and records it itself).
+func (c *Cluster) pickAvoiding(now float64, v *request.View, p *chain.Pass) (*balancer.EndpointState, error) {
 	es, err := c.pick(now, v)
 	if err != nil || p == nil {
 		return es, err
@@ -233,7 +243,6 @@ func (c *Cluster) pickFor(now float64, v *request.View, p *chain.Pass) (*balance
 			}
 		}
 	}
-	p.Tried(es.Addr())
 	return es, nil
 }
 

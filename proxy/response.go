@@ -19,7 +19,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // to the client. It reports whether the connection may serve another
 // request.
 func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
-	r := &c.uresp
+	r := c.resp
 	h := &r.Head
 	c.sent = false
 	keep := c.head.KeepAlive && (!hasBody || c.body.done) && h.KeepAlive && c.mayKeep()
@@ -91,7 +91,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 	}
 	armed := true // copyResponse armed the write deadline for the head
 	for {
-		n, err := c.uresp.Body.Read(buf)
+		n, err := c.resp.Body.Read(buf)
 		if n > 0 {
 			if !armed {
 				_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
@@ -113,7 +113,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 		}
 		if err == io.EOF {
 			if chunked {
-				if cw.Close(c.uresp.Trailers()) != nil {
+				if cw.Close(c.resp.Trailers()) != nil {
 					return false
 				}
 			}

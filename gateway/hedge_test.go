@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spillwayhq/spillway/chain"
+	"github.com/spillwayhq/spillway/internal/syncbuf"
+	"github.com/spillwayhq/spillway/retry"
+)
+
+// slowBackend answers "name" after hold, or gives up when its request's
+// context ends (the gateway cancelled the exchange), counting both.
+type slowBackend struct {
+	name                string
+	addr                string
+	requests, cancelled atomic.Int64
+}
+
+func startSlow(t *testing.T, name string, hold time.Duration) *slowBackend {
+	t.Helper()
+	b := &slowBackend{name: name}
+	b.addr = startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
+		b.requests.Add(1)
+		if hold > 0 {
+			tm := time.NewTimer(hold) // the backend's work, not a test's wait
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+			case <-r.Context().Done():
+				b.cancelled.Add(1)
+				return
+			}
+		}
+		fmt.Fprint(w, b.name)
+	})
+	return b
+}
+
+// hedgeConfig is one route, main, on cluster app (round_robin over
+// addrs) with the retry section retry.
+func hedgeConfig(retry string, addrs ...string) string {
+	return fmt.Sprintf(`
+version: 1
+admin: {address: off}
+reload: {watch: false}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes:
+  - {name: main, cluster: app, access_log: full, policies: {retry: %s}}
+clusters:
+  - {name: app, picker: round_robin, endpoints: [%s]}
+`, retry, strings.Join(addrs, ", "))
+}
+
+// mainCounts is route main's chain counters in g's current generation.
+func mainCounts(t *testing.T, g *Gateway) chain.Counts {
+	t.Helper()
+	chains := g.cur.Load().chainsOf("main")
+	if len(chains) == 0 {
+		t.Fatal("no chain for route main")
+	}
+	return chains[0].Counts()
+}
+
+// timedGet sends a request of method to url (with body, if any) and
+// returns its status, body and how long it took.
+func timedGet(t *testing.T, c *http.Client, method, url, body string) (int, string, time.Duration) {
+	t.Helper()
+	t0 := time.Now()
+	if body == "" {
+		code, _, b := fetch(t, c, method, url, nil)
+		return code, b, time.Since(t0)
+	}
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b), time.Since(t0)
+}
+
+// TestHedgeSlowEndpoint: a cluster of a slow endpoint (answers after 3 s)
+// and a fast one, hedging after 50 ms. Round robin sends every other
+// request to the slow one first; each is answered by the fast one through
+// its hedge, well before the slow one would answer (a third of its time,
+// a ratio a loaded machine keeps), and the slow one sees each of its
+// requests cancelled. The hedges won and sent are counted.
+func TestHedgeSlowEndpoint(t *testing.T) {
+	noLeaks(t)
+	slow, fast := startSlow(t, "slow", 3*time.Second), startSlow(t, "fast", 0)
+	var log syncbuf.Buffer
+	g := startOpts(t, hedgeConfig(`{attempts: 1, hedge: {delay: 50ms}, budget: {ratio: 1, max: 1000}}`, slow.addr, fast.addr),
+		Options{AccessLog: slog.New(slog.NewJSONHandler(&log, nil))})
+	c := h1Client(t)
+	url := "http://" + g.Addr("web") + "/x"
+	for i := range 6 {
+		code, body, took := timedGet(t, c, "GET", url, "")
+		if code != 200 || body != "fast" {
+			t.Fatalf("request %d: %d %q, want 200 from fast", i, code, body)
+		}
+		if took >= time.Second {
+			t.Fatalf("request %d took %v; the slow endpoint takes 3 s, a hedge after 50 ms should not", i, took)
+		}
+	}
+	if n := slow.requests.Load(); n < 3 {
+		t.Fatalf("the slow endpoint saw %d requests, want at least 3 of 6 (round robin)", n)
+	}
+	eventually(t, 5*time.Second, "every request to the slow endpoint cancelled", func() bool {
+		return slow.cancelled.Load() == slow.requests.Load()
+	})
+	k := mainCounts(t, g)
+	if k.Hedges < 3 || k.HedgesWon < 3 || k.HedgesWon > k.Hedges {
+		t.Errorf("counts %+v: want at least 3 hedges sent and won, no more won than sent", k)
+	}
+	// The access log shows a hedged request's two attempts and the winner.
+	hedged := `"endpoint":"` + fast.addr + `","bytes_in":0,"bytes_out":4,`
+	eventually(t, 5*time.Second, "6 access log lines", func() bool { return strings.Count(log.String(), `"msg":"access"`) == 6 })
+	n := 0
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, hedged) && strings.Contains(line, `"attempts":2`) {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d access log lines with attempts 2 and endpoint %s, want at least 3:\n%s", n, fast.addr, log.String())
+	}
+	t.Logf("slow saw %d (cancelled %d), fast %d; %+v", slow.requests.Load(), slow.cancelled.Load(), fast.requests.Load(), k)
+}
+
+// TestHedgeNotWithBody: a POST, and a PUT with a body, are never hedged
+// (not idempotent; a body would have to be sent twice at once): the one
+// that round robin sends to the slow endpoint (400 ms) waits for it. A GET
+// on the same route is hedged, so the route does hedge.
+func TestHedgeNotWithBody(t *testing.T) {
+	noLeaks(t)
+	slow, fast := startSlow(t, "slow", 400*time.Millisecond), startSlow(t, "fast", 0)
+	g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 20ms}, budget: {ratio: 1, max: 1000}}`, slow.addr, fast.addr))
+	c := h1Client(t)
+	url := "http://" + g.Addr("web") + "/x"
+	for _, m := range []struct{ method, body string }{{"POST", ""}, {"POST", "abc"}, {"PUT", "abc"}} {
+		got := map[string]int{}
+		for range 2 { // round robin: one of two goes to each endpoint
+			code, body, took := timedGet(t, c, m.method, url, m.body)
+			if code != 200 {
+				t.Fatalf("%s: %d", m.method, code)
+			}
+			got[body]++
+			if body == "slow" && took < 400*time.Millisecond {
+				t.Errorf("%s to the slow endpoint answered in %v", m.method, took)
+			}
+		}
+		if got["slow"] != 1 || got["fast"] != 1 {
+			t.Errorf("%s body %q: answers %v, want one from each endpoint (none hedged)", m.method, m.body, got)
+		}
+	}
+	if k := mainCounts(t, g); k.Hedges != 0 {
+		t.Fatalf("%d hedges for requests with a body or not idempotent", k.Hedges)
+	}
+	for range 2 {
+		if code, body, _ := timedGet(t, c, "GET", url, ""); code != 200 || body != "fast" {
+			t.Fatalf("GET: %d %q, want 200 from fast", code, body)
+		}
+	}
+	if k := mainCounts(t, g); k.Hedges < 1 { // 2 when the fast one took 20 ms on a busy machine
+		t.Errorf("GETs: %d hedges, want at least 1", k.Hedges)
+	}
+}
+
+// TestHedgeBudget: hedges are paid from the retry budget. Both endpoints
+// always slow (200 ms), hedging after 20 ms, a budget of 3 tokens filled
+// 0.001 per request and no floor: of 8 requests the first 3 are hedged
+// and the others are not, counted as refused; the endpoints saw 8 + 3.
+func TestHedgeBudget(t *testing.T) {
+	noLeaks(t)
+	a, b := startSlow(t, "a", 200*time.Millisecond), startSlow(t, "b", 200*time.Millisecond)
+	g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 20ms}, budget: {ratio: 0.001, max: 3, min_per_second: 0}}`, a.addr, b.addr))
+	c := h1Client(t)
+	url := "http://" + g.Addr("web") + "/x"
+	for i := range 8 {
+		if code, _, _ := timedGet(t, c, "GET", url, ""); code != 200 {
+			t.Fatalf("request %d: %d", i, code)
+		}
+	}
+	k := mainCounts(t, g)
+	if k.Hedges != 3 || k.HedgesRefused != 5 {
+		t.Errorf("counts %+v: want 3 hedges sent, 5 refused by the budget", k)
+	}
+	eventually(t, 5*time.Second, "11 requests at the endpoints", func() bool {
+		return a.requests.Load()+b.requests.Load() == 11
+	})
+}
+
+// TestHedgeMaxHedges: max_hedges 2 over four endpoints that all take
+// 400 ms, hedging after 30 ms: one request reaches three of them (the
+// first attempt and two hedges), never the fourth; the two losers are
+// cancelled.
+func TestHedgeMaxHedges(t *testing.T) {
+	noLeaks(t)
+	var bs []*slowBackend
+	var addrs []string
+	for i := range 4 {
+		b := startSlow(t, fmt.Sprint("s", i), 400*time.Millisecond)
+		bs, addrs = append(bs, b), append(addrs, b.addr)
+	}
+	g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 30ms, max_hedges: 2}, budget: {ratio: 1, max: 1000}}`, addrs...))
+	c := h1Client(t)
+	if code, _, _ := timedGet(t, c, "GET", "http://"+g.Addr("web")+"/x", ""); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if k := mainCounts(t, g); k.Hedges != 2 || k.HedgesRefused != 0 {
+		t.Errorf("counts %+v, want 2 hedges", k)
+	}
+	sum := func(f func(*slowBackend) int64) (n int64) {
+		for _, b := range bs {
+			n += f(b)
+		}
+		return n
+	}
+	eventually(t, 5*time.Second, "3 requests at the endpoints, 2 cancelled", func() bool {
+		return sum(func(b *slowBackend) int64 { return b.requests.Load() }) == 3 &&
+			sum(func(b *slowBackend) int64 { return b.cancelled.Load() }) == 2
+	})
+	time.Sleep(100 * time.Millisecond) // a fourth would have been sent 30 ms after the second hedge
+	if n := sum(func(b *slowBackend) int64 { return b.requests.Load() }); n != 3 {
+		t.Errorf("%d requests at the endpoints, want 3", n)
+	}
+}
+
+// TestHedgeReload: a reload that leaves a route's hedge section (and its
+// retry budget) as it was keeps its hedger, with the latencies it
+// tracked; a changed one starts fresh.
+func TestHedgeReload(t *testing.T) {
+	noLeaks(t)
+	fast := startSlow(t, "fast", 0)
+	cfg := func(q string) string {
+		return hedgeConfig(`{attempts: 1, hedge: {quantile: `+q+`}}`, fast.addr)
+	}
+	g := start(t, cfg("0.9"))
+	hedger := func() *retry.Hedger { return g.cur.Load().pol.hedgers["main"].v }
+	was := hedger()
+	if was == nil {
+		t.Fatal("no hedger for route main")
+	}
+	reloadYAML(t, g, cfg("0.9")+"\n# touched\n")
+	if hedger() != was {
+		t.Error("an unchanged hedge section got a new hedger")
+	}
+	reloadYAML(t, g, cfg("0.8"))
+	if hedger() == was {
+		t.Error("a changed hedge section kept its hedger")
+	}
+	reloadYAML(t, g, hedgeConfig(`{attempts: 1}`, fast.addr))
+	if hedger() != nil {
+		t.Error("hedge section removed: still a hedger")
+	}
+}
