@@ -35,10 +35,7 @@ func TestOverloadProtects(t *testing.T) {
 	p.Level = 8 * time.Second
 	lanes := overloadLanes(p)
 	st := testStack(t, lanes)
-	rows, err := runLevel(context.Background(), st, p, lanes, 2*p.Capacity(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := overloadRows(t, st, p, lanes)
 	by := map[string]Row{}
 	for _, r := range rows {
 		by[r.Lane] = r
@@ -57,13 +54,41 @@ func TestOverloadProtects(t *testing.T) {
 	if b := by["bounded"]; b.GoodPerSec < 3*none.GoodPerSec {
 		t.Errorf("bounded: goodput %.1f/s; want ≥ 3 × the unprotected %.1f/s", b.GoodPerSec, none.GoodPerSec)
 	}
+	if invalid(rows) {
+		// The simulator models the planned schedule; a lane whose sends
+		// lagged measured another experiment (the report marks it INVALID
+		// too). Take the level again once; the bounds above hold either way.
+		t.Logf("the load generator was late: measuring again for the comparison with the simulation")
+		rows = overloadRows(t, st, p, lanes)
+	}
 	agreesWithSim(t, p, []float64{2 * p.Capacity()}, rows)
+}
+
+// overloadRows measures every lane at twice the plan's capacity.
+func overloadRows(t *testing.T, st *stack, p Plan, lanes []lane) []Row {
+	t.Helper()
+	rows, err := runLevel(context.Background(), st, p, lanes, 2*p.Capacity(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// invalid reports whether the load generator was late in any row.
+func invalid(rows []Row) bool {
+	for _, r := range rows {
+		if r.Invalid {
+			return true
+		}
+	}
+	return false
 }
 
 // agreesWithSim checks measured rows against the simulator's prediction
 // for the same plan and admission configs, with bounds wider than the
 // 10% the demo aims for on a quiet machine: goodput within 20% (or 5
-// good/s), critical ok within 15 points.
+// good/s), critical ok within 15 points. Rows the load generator was late
+// for (Invalid) are logged and not compared.
 func agreesWithSim(t *testing.T, p Plan, loads []float64, rows []Row) {
 	t.Helper()
 	p.Loads = loads
@@ -72,6 +97,10 @@ func agreesWithSim(t *testing.T, p Plan, loads []float64, rows []Row) {
 		t.Fatal(err)
 	}
 	for _, m := range rows {
+		if m.Invalid {
+			t.Logf("%-9s at %3.0f/s: not compared with the simulation: the load generator was late", m.Lane, m.Load)
+			continue
+		}
 		s, ok := find(r.Predicted, m.Lane, m.Load)
 		if !ok {
 			t.Fatalf("no prediction for %s at %v", m.Lane, m.Load)

@@ -295,9 +295,9 @@ func TestShutdownCloses(t *testing.T) {
 	a := startBackend(t, greeter("A"))
 	r := startProxy(t, Config{Set: newSet(t, clk, a.addr()), Clock: clk})
 	c, _ := r.greeting(t)
+	start := time.Now() // before the context: its deadline is then at least start + 200ms
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if err := r.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown: %v, want context.DeadlineExceeded", err)
 	}
