@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -25,8 +26,15 @@ type slowBackend struct {
 
 func startSlow(t *testing.T, name string, hold time.Duration) *slowBackend {
 	t.Helper()
+	return startSlowOn(t, name, hold, false)
+}
+
+// startSlowOn starts a slowBackend speaking HTTP/1.1, or h2c with prior
+// knowledge only.
+func startSlowOn(t *testing.T, name string, hold time.Duration, h2c bool) *slowBackend {
+	t.Helper()
 	b := &slowBackend{name: name}
-	b.addr = startBackendFunc(t, func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)
 		if hold > 0 {
 			tm := time.NewTimer(hold) // the backend's work, not a test's wait
@@ -40,12 +48,32 @@ func startSlow(t *testing.T, name string, hold time.Duration) *slowBackend {
 		}
 		fmt.Fprint(w, b.name)
 	})
+	if !h2c {
+		b.addr = startBackendFunc(t, h)
+		return b
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: h}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	b.addr = ln.Addr().String()
 	return b
 }
 
 // hedgeConfig is one route, main, on cluster app (round_robin over
 // addrs) with the retry section retry.
 func hedgeConfig(retry string, addrs ...string) string {
+	return hedgeConfigProto(retry, "http1", addrs...)
+}
+
+// hedgeConfigProto is hedgeConfig with the cluster's protocol.
+func hedgeConfigProto(retry, proto string, addrs ...string) string {
 	return fmt.Sprintf(`
 version: 1
 admin: {address: off}
@@ -54,8 +82,8 @@ listeners: [{name: web, address: "127.0.0.1:0"}]
 routes:
   - {name: main, cluster: app, access_log: full, policies: {retry: %s}}
 clusters:
-  - {name: app, picker: round_robin, endpoints: [%s]}
-`, retry, strings.Join(addrs, ", "))
+  - {name: app, picker: round_robin, protocol: %s, endpoints: [%s]}
+`, retry, proto, strings.Join(addrs, ", "))
 }
 
 // mainCounts is route main's chain counters in g's current generation.
@@ -141,10 +169,64 @@ func TestHedgeSlowEndpoint(t *testing.T) {
 	t.Logf("slow saw %d (cancelled %d), fast %d; %+v", slow.requests.Load(), slow.cancelled.Load(), fast.requests.Load(), k)
 }
 
-// TestHedgeNotWithBody: a POST, and a PUT with a body, are never hedged
-// (not idempotent; a body would have to be sent twice at once): the one
-// that round robin sends to the slow endpoint (400 ms) waits for it. A GET
-// on the same route is hedged, so the route does hedge.
+// TestHedgeEngines: the HTTP/2 engine hedges too, to HTTP/1.1 and to h2c
+// clusters: over h2c, requests that round robin sends to a slow endpoint
+// (2 s) are answered by the fast one within half that, and the slow one
+// sees them cancelled. The HTTP/1.1 engine does not hedge to an h2c
+// cluster (yet): there the slow endpoint's requests wait for it.
+func TestHedgeEngines(t *testing.T) {
+	noLeaks(t)
+	for _, tc := range []struct {
+		name, proto string
+		h2cClient   bool
+	}{
+		{"h2c client, http1 cluster", "http1", true},
+		{"h2c client, h2c cluster", "h2c", true},
+		{"http1 client, h2c cluster: not hedged", "h2c", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h2 := tc.proto == "h2c"
+			slow, fast := startSlowOn(t, "slow", 2*time.Second, h2), startSlowOn(t, "fast", 0, h2)
+			g := start(t, hedgeConfigProto(`{attempts: 1, hedge: {delay: 50ms}, budget: {ratio: 1, max: 1000}}`, tc.proto, slow.addr, fast.addr))
+			c := h1Client(t)
+			if tc.h2cClient {
+				c = h2cClient(t)
+			}
+			url := "http://" + g.Addr("web") + "/x"
+			slowAnswers := 0
+			for i := range 4 {
+				code, body, took := timedGet(t, c, "GET", url, "")
+				if code != 200 {
+					t.Fatalf("request %d: %d %q", i, code, body)
+				}
+				if body == "slow" {
+					slowAnswers++
+				} else if took >= time.Second {
+					t.Fatalf("request %d took %v; the slow endpoint takes 2 s, a hedge after 50 ms should not", i, took)
+				}
+			}
+			k := mainCounts(t, g)
+			if !tc.h2cClient {
+				if slowAnswers != 2 || k.Hedges != 0 {
+					t.Errorf("%d answers from the slow endpoint, %d hedges; want 2 and none", slowAnswers, k.Hedges)
+				}
+				return
+			}
+			if slowAnswers != 0 || k.Hedges < 2 || k.HedgesWon < 2 {
+				t.Errorf("%d answers from the slow endpoint, counts %+v; want none, at least 2 hedges sent and won", slowAnswers, k)
+			}
+			eventually(t, 5*time.Second, "every request to the slow endpoint cancelled", func() bool {
+				return slow.requests.Load() >= 2 && slow.cancelled.Load() == slow.requests.Load()
+			})
+		})
+	}
+}
+
+// TestHedgeNotWithBody: a POST, and a PUT with a body, are never hedged,
+// over HTTP/1.1 or h2c (not idempotent; a body would have to be sent twice
+// at once): the one that round robin sends to the slow endpoint (400 ms)
+// waits for it. A GET on the same route is hedged, so the route does
+// hedge.
 func TestHedgeNotWithBody(t *testing.T) {
 	noLeaks(t)
 	slow, fast := startSlow(t, "slow", 400*time.Millisecond), startSlow(t, "fast", 0)
@@ -152,19 +234,21 @@ func TestHedgeNotWithBody(t *testing.T) {
 	c := h1Client(t)
 	url := "http://" + g.Addr("web") + "/x"
 	for _, m := range []struct{ method, body string }{{"POST", ""}, {"POST", "abc"}, {"PUT", "abc"}} {
-		got := map[string]int{}
-		for range 2 { // round robin: one of two goes to each endpoint
-			code, body, took := timedGet(t, c, m.method, url, m.body)
-			if code != 200 {
-				t.Fatalf("%s: %d", m.method, code)
+		for _, cc := range []*http.Client{c, h2cClient(t)} { // both engines
+			got := map[string]int{}
+			for range 2 { // round robin: one of two goes to each endpoint
+				code, body, took := timedGet(t, cc, m.method, url, m.body)
+				if code != 200 {
+					t.Fatalf("%s: %d", m.method, code)
+				}
+				got[body]++
+				if body == "slow" && took < 400*time.Millisecond {
+					t.Errorf("%s to the slow endpoint answered in %v", m.method, took)
+				}
 			}
-			got[body]++
-			if body == "slow" && took < 400*time.Millisecond {
-				t.Errorf("%s to the slow endpoint answered in %v", m.method, took)
+			if got["slow"] != 1 || got["fast"] != 1 {
+				t.Errorf("%s body %q: answers %v, want one from each endpoint (none hedged)", m.method, m.body, got)
 			}
-		}
-		if got["slow"] != 1 || got["fast"] != 1 {
-			t.Errorf("%s body %q: answers %v, want one from each endpoint (none hedged)", m.method, m.body, got)
 		}
 	}
 	if k := mainCounts(t, g); k.Hedges != 0 {

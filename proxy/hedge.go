@@ -9,6 +9,7 @@ import (
 	"github.com/spillwayhq/spillway/balancer"
 	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
 
@@ -112,21 +113,16 @@ func (hd *hedging) fire() {
 func (hd *hedging) send(now float64, p *chain.Pass) bool {
 	c := hd.c
 	cl := c.rec.cl
-	es, err := cl.pickAvoiding(now, &c.view, p)
-	if err != nil {
+	es, t, ok := cl.pickHedge(now, &c.view, p)
+	if !ok {
 		return false
 	}
 	pool := cl.pool(es.Addr())
-	if pool == nil || !p.Untried(es.Addr()) {
-		es.Done(now, -1, false) // no other endpoint: a hedge to the same one would share its trouble
-		return false
-	}
-	t, ok := p.TryHedge(now)
-	if !ok {
+	if pool == nil { // the endpoint left since the pick
 		es.Done(now, -1, false)
+		t.Cancel()
 		return false
 	}
-	p.Tried(es.Addr())
 	if hd.n == len(hd.slots) {
 		hd.slots = append(hd.slots, &hedgeSlot{hd: hd, idx: hd.n})
 	}
@@ -143,6 +139,28 @@ func (hd *hedging) send(now float64, p *chain.Pass) bool {
 	return true
 }
 
+// pickHedge picks the endpoint of a hedge at now: one p has not tried (a
+// hedge to the same endpoint would share its trouble) that the cluster
+// can reach, if TryHedge lets the hedge go; the endpoint is recorded as
+// tried and counted started (the caller owes its Done), t is the hedge's
+// breaker permission.
+func (c *Cluster) pickHedge(now float64, v *request.View, p *chain.Pass) (es *balancer.EndpointState, t chain.HedgeTicket, ok bool) {
+	es, err := c.pickAvoiding(now, v, p)
+	if err != nil {
+		return nil, t, false
+	}
+	if (c.H2 == nil && c.pool(es.Addr()) == nil) || !p.Untried(es.Addr()) {
+		es.Done(now, -1, false)
+		return nil, t, false
+	}
+	if t, ok = p.TryHedge(now); !ok {
+		es.Done(now, -1, false)
+		return nil, t, false
+	}
+	p.Tried(es.Addr())
+	return es, t, true
+}
+
 // run is a hedge's goroutine: its exchange up to the response head. A
 // winner leaves its response to the connection's goroutine; a loser
 // reports itself and closes its response.
@@ -154,24 +172,31 @@ func (s *hedgeSlot) run() {
 		hd.cancelOthers(s.idx)
 		return
 	}
-	cl, now := hd.c.rec.cl, hd.c.s.cfg.Clock.Now()
+	status := s.resp.Head.Status
+	s.resp.Close()
+	cancelled := s.ctx.Err() != nil || (err == nil && hd.winner.Load() != 0)
+	hd.c.rec.cl.hedgeLost(s.es, s.start, hd.c.s.cfg.Clock.Now(), cancelled, err, status, &s.ticket)
+}
+
+// hedgeLost reports a hedge on es, sent at start, that lost (its
+// response closed): cancelled (cut, or answered after another attempt
+// won) it says nothing — endpoint done without a sample, breaker ticket
+// released; else it failed, before a head (err) or with a status the
+// route retries, and is reported as any failed attempt.
+func (c *Cluster) hedgeLost(es *balancer.EndpointState, start, now float64, cancelled bool, err error, status int, t *chain.HedgeTicket) {
 	switch {
-	case s.ctx.Err() != nil || (err == nil && hd.winner.Load() != 0):
-		// Cancelled, or answered after another attempt won: it says nothing.
-		s.resp.Close()
-		cl.finish(s.es, s.start, now, 0, endClient)
-		s.ticket.Cancel()
+	case cancelled:
+		c.finish(es, start, now, 0, endClient)
+		t.Cancel()
 	case err != nil:
-		if kind, ok := failureKind(err, false); ok && cl.Observer != nil {
-			cl.Observer.UpstreamError(s.es.Addr(), kind)
+		if kind, ok := failureKind(err, false); ok && c.Observer != nil {
+			c.Observer.UpstreamError(es.Addr(), kind)
 		}
-		cl.finish(s.es, s.start, now, 0, endUpstream)
-		s.ticket.Done(now, true)
-	default: // a failure the route retries (a 503): the hedge lost by failing
-		status := s.resp.Head.Status
-		s.resp.Close()
-		cl.finish(s.es, s.start, now, status, endOK)
-		s.ticket.Done(now, status >= 500)
+		c.finish(es, start, now, 0, endUpstream)
+		t.Done(now, true)
+	default:
+		c.finish(es, start, now, status, endOK)
+		t.Done(now, status >= 500)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -119,6 +120,17 @@ func (t *stdTry) again(f chain.Failure) bool {
 	return ok
 }
 
+// headArrived marks an attempt's response head, of status, in rec, and
+// gives a hedging route's delay tracker the time to it from start (a
+// good answer's: below 500).
+func (t *stdTry) headArrived(rec *record, start float64, status int) {
+	rec.headArrived()
+	if p := t.pass; p != nil && status < 500 && p.Hedging() {
+		now := t.s.cfg.Clock.Now()
+		p.RecordLatency(now, now-start)
+	}
+}
+
 // done reports an attempt's result to the breaker.
 func (t *stdTry) done(failed bool) {
 	if t.pass != nil {
@@ -140,7 +152,9 @@ func stdAttempt(ctx context.Context, w http.ResponseWriter, r *http.Request, v *
 	}
 	rec.endpoint = es.Addr()
 	status, cut, retried := 0, false, false
-	if cl.H2 != nil {
+	if d := stdHedgeDelay(t, o, now); !math.IsInf(d, 1) && (cl.H2 != nil || cl.pool(es.Addr()) != nil) {
+		es, now, status, cut, retried = stdHedged(ctx, w, r, v, rt, o, head, idle, rec, t, es, d)
+	} else if cl.H2 != nil {
 		status, cut, retried = forwardH2(ctx, w, r, rt, head, es.Addr(), idle, rec, t)
 	} else if pool := cl.pool(es.Addr()); pool != nil {
 		status, cut, retried = forwardH1(ctx, w, r, rt, o, head, pool, rec, t)
@@ -204,19 +218,31 @@ func forwardH2(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	hdr.stop()
 	if err != nil {
 		timedOut := idle.timedOut() || hdr.timedOut() || ctx.Err() == context.DeadlineExceeded
-		if r.Context().Err() == nil && !timedOut && t.again(chain.Failure{Kind: kindOf(err, false), After: -1}) {
-			rec.upstreamFailed(err, false)
-			return 0, false, true
-		}
-		p := stdProblem(ctx, cl, err)
-		if timedOut {
-			p = cl.timeout
-		}
-		rec.failedStd(w, r, p, err, timedOut)
-		return 0, false, false
+		return 0, false, stdFailed(ctx, w, r, cl, err, timedOut, rec, t)
 	}
 	defer resp.Body.Close()
-	rec.headArrived()
+	t.headArrived(rec, rec.tryAt, resp.StatusCode)
+	return h2Answer(ctx, w, rt, resp, idle, rec, t)
+}
+
+// stdFailed answers an exchange that failed before its response head,
+// unless it is retried (true: nothing written, the backoff waited).
+func stdFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *Cluster, err error, timedOut bool, rec *record, t *stdTry) bool {
+	if r.Context().Err() == nil && !timedOut && t.again(chain.Failure{Kind: kindOf(err, false), After: -1}) {
+		rec.upstreamFailed(err, false)
+		return true
+	}
+	p := stdProblem(ctx, cl, err)
+	if timedOut {
+		p = cl.timeout
+	}
+	rec.failedStd(w, r, p, err, timedOut)
+	return false
+}
+
+// h2Answer forwards an HTTP/2 upstream's response resp (its head
+// arrived), unless its status is retried; it returns what forwardH2 does.
+func h2Answer(ctx context.Context, w http.ResponseWriter, rt *Route, resp *http.Response, idle *idleCut, rec *record, t *stdTry) (status int, cut, retried bool) {
 	if resp.StatusCode >= 500 && t.again(chain.Failure{Status: resp.StatusCode, After: serverDelay(resp.Header.Get("Retry-After"))}) {
 		return resp.StatusCode, false, true
 	}
@@ -268,15 +294,16 @@ func forwardH1(ctx context.Context, w http.ResponseWriter, r *http.Request, rt *
 	defer resp.Close()
 	rec.sending()
 	if err := pool.RoundTrip(ctx, &ureq, &resp); err != nil {
-		timedOut := ctx.Err() == context.DeadlineExceeded
-		if r.Context().Err() == nil && !timedOut && t.again(chain.Failure{Kind: kindOf(err, false), After: -1}) {
-			rec.upstreamFailed(err, false)
-			return 0, false, true
-		}
-		rec.failedStd(w, r, stdProblem(ctx, cl, err), err, timedOut)
-		return 0, false, false
+		return 0, false, stdFailed(ctx, w, r, cl, err, ctx.Err() == context.DeadlineExceeded, rec, t)
 	}
-	rec.headArrived()
+	t.headArrived(rec, rec.tryAt, resp.Head.Status)
+	return h1Answer(w, rt, o, &resp, rec, t)
+}
+
+// h1Answer forwards an HTTP/1.1 upstream's response resp (its head
+// arrived) to an HTTP/2 client, unless its status is retried; it returns
+// what forwardH2 does.
+func h1Answer(w http.ResponseWriter, rt *Route, o *outbound, resp *upstream.Response, rec *record, t *stdTry) (status int, cut, retried bool) {
 	if resp.Head.Status >= 500 && t.again(chain.Failure{Status: resp.Head.Status, After: retryAfterOf(&resp.Head)}) {
 		return resp.Head.Status, false, true
 	}
