@@ -9,7 +9,8 @@
 //	admission  the cluster's adaptive concurrency limit (admit.Gate): class shares, a queue
 //	           sized in time whose wait spends the budget, fairness; or the route's bulkhead
 //	retry      after a failed attempt: attempts, backoff with jitter, a retry budget, an
-//	           endpoint not tried yet, idempotent requests only (or one with Idempotency-Key)
+//	           endpoint not tried yet, idempotent requests only (or one with Idempotency-Key);
+//	           hedges of a slow attempt, paid from the same budget (hedge.go)
 //	breaker    the cluster's circuit breaker before every attempt, with its fallback
 //	pick       the balancer, over healthy endpoints (the engine's part)
 //

@@ -21,6 +21,7 @@ import (
 type slowBackend struct {
 	name                string
 	addr                string
+	hold                atomic.Int64 // nanoseconds; a test may change it
 	requests, cancelled atomic.Int64
 }
 
@@ -34,9 +35,10 @@ func startSlow(t *testing.T, name string, hold time.Duration) *slowBackend {
 func startSlowOn(t *testing.T, name string, hold time.Duration, h2c bool) *slowBackend {
 	t.Helper()
 	b := &slowBackend{name: name}
+	b.hold.Store(int64(hold))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)
-		if hold > 0 {
+		if hold := time.Duration(b.hold.Load()); hold > 0 {
 			tm := time.NewTimer(hold) // the backend's work, not a test's wait
 			defer tm.Stop()
 			select {
@@ -267,25 +269,101 @@ func TestHedgeNotWithBody(t *testing.T) {
 // TestHedgeBudget: hedges are paid from the retry budget. Both endpoints
 // always slow (200 ms), hedging after 20 ms, a budget of 3 tokens filled
 // 0.001 per request and no floor: of 8 requests the first 3 are hedged
-// and the others are not, counted as refused; the endpoints saw 8 + 3.
+// and the others are not, each counted once as refused; the endpoints saw
+// 8 + 3. On both engines.
 func TestHedgeBudget(t *testing.T) {
 	noLeaks(t)
-	a, b := startSlow(t, "a", 200*time.Millisecond), startSlow(t, "b", 200*time.Millisecond)
-	g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 20ms}, budget: {ratio: 0.001, max: 3, min_per_second: 0}}`, a.addr, b.addr))
-	c := h1Client(t)
-	url := "http://" + g.Addr("web") + "/x"
-	for i := range 8 {
-		if code, _, _ := timedGet(t, c, "GET", url, ""); code != 200 {
-			t.Fatalf("request %d: %d", i, code)
-		}
+	for _, h2c := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2c=%v", h2c), func(t *testing.T) {
+			a, b := startSlow(t, "a", 200*time.Millisecond), startSlow(t, "b", 200*time.Millisecond)
+			g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 20ms}, budget: {ratio: 0.001, max: 3, min_per_second: 0}}`, a.addr, b.addr))
+			c := clientFor(t, h2c)
+			url := "http://" + g.Addr("web") + "/x"
+			for i := range 8 {
+				if code, _, _ := timedGet(t, c, "GET", url, ""); code != 200 {
+					t.Fatalf("request %d: %d", i, code)
+				}
+			}
+			k := mainCounts(t, g)
+			if k.Hedges != 3 || k.HedgesRefused != 5 {
+				t.Errorf("counts %+v: want 3 hedges sent, 5 refused by the budget", k)
+			}
+			eventually(t, 5*time.Second, "11 requests at the endpoints", func() bool {
+				return a.requests.Load()+b.requests.Load() == 11
+			})
+		})
 	}
-	k := mainCounts(t, g)
-	if k.Hedges != 3 || k.HedgesRefused != 5 {
-		t.Errorf("counts %+v: want 3 hedges sent, 5 refused by the budget", k)
+}
+
+// clientFor is an HTTP/1.1 client, or an h2c one.
+func clientFor(t *testing.T, h2c bool) *http.Client {
+	if h2c {
+		return h2cClient(t)
 	}
-	eventually(t, 5*time.Second, "11 requests at the endpoints", func() bool {
-		return a.requests.Load()+b.requests.Load() == 11
-	})
+	return h1Client(t)
+}
+
+// TestHedgeTrackedDelay: with delay 0 the hedge follows the p95 of the
+// route's recent times to a good answer. Before 20 are known nothing is
+// hedged (a request to an endpoint taking 300 ms waits for it); once 30
+// fast answers are known, requests to an endpoint that now takes 2 s are
+// answered by the other within half that. On both engines.
+func TestHedgeTrackedDelay(t *testing.T) {
+	noLeaks(t)
+	for _, h2c := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2c=%v", h2c), func(t *testing.T) {
+			a, b := startSlow(t, "a", 300*time.Millisecond), startSlow(t, "b", 0)
+			g := start(t, hedgeConfig(`{attempts: 1, hedge: {}, budget: {ratio: 1, max: 1000}}`, a.addr, b.addr))
+			c := clientFor(t, h2c)
+			url := "http://" + g.Addr("web") + "/x"
+			got := map[string]int{}
+			for range 2 {
+				_, body, _ := timedGet(t, c, "GET", url, "")
+				got[body]++
+			}
+			if k := mainCounts(t, g); got["a"] != 1 || k.Hedges != 0 {
+				t.Fatalf("before 20 samples: answers %v, %d hedges; want one from each endpoint, none hedged", got, k.Hedges)
+			}
+			a.hold.Store(0)
+			for i := range 30 {
+				if code, _, _ := timedGet(t, c, "GET", url, ""); code != 200 {
+					t.Fatalf("fast request %d: %d", i, code)
+				}
+			}
+			a.hold.Store(int64(2 * time.Second))
+			for i := range 4 {
+				code, body, took := timedGet(t, c, "GET", url, "")
+				if code != 200 || body != "b" || took >= time.Second {
+					t.Fatalf("request %d after a slowed down: %d %q in %v, want b's answer well within 2 s", i, code, body, took)
+				}
+			}
+		})
+	}
+}
+
+// TestHedgeClientGone: a client that gives up (after 300 ms) on a hedged
+// request whose two attempts both take 2 s: both exchanges are cancelled,
+// on both engines, and nothing outlives the request (noLeaks).
+func TestHedgeClientGone(t *testing.T) {
+	noLeaks(t)
+	for _, h2c := range []bool{false, true} {
+		t.Run(fmt.Sprintf("h2c=%v", h2c), func(t *testing.T) {
+			a, b := startSlow(t, "a", 2*time.Second), startSlow(t, "b", 2*time.Second)
+			g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 50ms}, budget: {ratio: 1, max: 1000}}`, a.addr, b.addr))
+			c := clientFor(t, h2c)
+			c.Timeout = 300 * time.Millisecond
+			if resp, err := c.Get("http://" + g.Addr("web") + "/x"); err == nil {
+				resp.Body.Close()
+				t.Fatalf("answered %d within 300 ms; want the client to give up", resp.StatusCode)
+			}
+			eventually(t, 5*time.Second, "both attempts cancelled", func() bool {
+				return a.requests.Load()+b.requests.Load() == 2 && a.cancelled.Load()+b.cancelled.Load() == 2
+			})
+			if k := mainCounts(t, g); k.Hedges != 1 || k.HedgesWon != 0 {
+				t.Errorf("counts %+v, want 1 hedge, none won", k)
+			}
+		})
+	}
 }
 
 // TestHedgeMaxHedges: max_hedges 2 over four endpoints that all take

@@ -155,9 +155,10 @@ func (x *stdRace) race(v *request.View, delay float64) *stdLeg {
 				continue
 			}
 			now := x.t.s.cfg.Clock.Now()
-			if x.hedge(now, v) {
-				pending++
+			if !x.hedge(now, v) {
+				continue // refused, or no endpoint left: no more hedges
 			}
+			pending++
 			if d := x.t.pass.HedgeDelay(now); !math.IsInf(d, 1) {
 				timer.Reset(clock.Duration(d))
 			}
