@@ -1,0 +1,295 @@
+package h2wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spillwayhq/spillway/httpwire"
+)
+
+func field(name, value string) httpwire.Field {
+	return httpwire.Field{Name: []byte(name), Value: []byte(value)}
+}
+
+// fieldValue returns the value of the first field called name.
+func fieldValue(fields []httpwire.Field, name string) (string, bool) {
+	for _, f := range fields {
+		if string(f.Name) == name {
+			return string(f.Value), true
+		}
+	}
+	return "", false
+}
+
+func TestGET(t *testing.T) {
+	checkLeaks(t)
+	type seen struct {
+		method, scheme, authority, path, test, cookie string
+		cl                                            int64
+	}
+	got := make(chan seen, 1)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		v, _ := fieldValue(st.Fields(), "x-test")
+		ck, _ := fieldValue(st.Fields(), "cookie")
+		got <- seen{string(st.Method()), string(st.Scheme()), string(st.Authority()), string(st.Path()), v, ck, st.ContentLength()}
+		st.WriteHeaders(200, []httpwire.Field{field("Content-Type", "text/plain"), field("X-Answer", "42")}, false)
+		st.Write([]byte("hello"))
+	}))
+	c := s.client(t, nil)
+	req, _ := http.NewRequest("GET", s.url("/a/b?q=1"), nil)
+	req.Header.Set("X-Test", "yes")
+	req.Header.Add("Cookie", "a=1; b=2")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "hello" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" || resp.Header.Get("Content-Type") != "text/plain" || resp.Header.Get("X-Answer") != "42" {
+		t.Errorf("response %d %s %v", resp.StatusCode, resp.Proto, resp.Header)
+	}
+	want := seen{"GET", "http", s.addr(), "/a/b?q=1", "yes", "a=1; b=2", -1}
+	if g := <-got; g != want {
+		t.Errorf("handler saw %+v, want %+v", g, want)
+	}
+}
+
+// pattern returns n deterministic bytes that are not all alike.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func TestPOSTEcho10MiB(t *testing.T) {
+	checkLeaks(t)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		st.WriteHeaders(200, []httpwire.Field{field("content-length", fmt.Sprint(st.ContentLength()))}, false)
+		buf := make([]byte, 20000)
+		for {
+			n, err := st.Read(buf)
+			if _, werr := st.Write(buf[:n]); werr != nil {
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	c := s.client(t, nil)
+	data := pattern(10 << 20)
+	resp, err := c.Post(s.url("/echo"), "application/octet-stream", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(body, data) {
+		t.Fatalf("echo: %d bytes back of %d, equal %v, %v", len(body), len(data), bytes.Equal(body, data), err)
+	}
+	if resp.ContentLength != int64(len(data)) {
+		t.Errorf("content-length %d", resp.ContentLength)
+	}
+}
+
+func TestTrailersBothWays(t *testing.T) {
+	checkLeaks(t)
+	got := make(chan string, 1)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		body, err := io.ReadAll(st)
+		v, _ := fieldValue(st.Trailers(), "x-req-sum")
+		got <- fmt.Sprintf("%s|%v|%s", body, err, v)
+		st.WriteHeaders(200, []httpwire.Field{field("trailer", "x-resp-sum")}, false)
+		st.Write([]byte("answer"))
+		st.WriteTrailers([]httpwire.Field{field("X-Resp-Sum", "77")})
+	}))
+	c := s.client(t, nil)
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", s.url("/t"), pr)
+	req.Trailer = http.Header{"X-Req-Sum": nil}
+	go func() {
+		pw.Write([]byte("payload"))
+		req.Trailer.Set("X-Req-Sum", "99")
+		pw.Close()
+	}()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "answer" || resp.Trailer.Get("X-Resp-Sum") != "77" {
+		t.Errorf("response body %q (%v), trailers %v", body, err, resp.Trailer)
+	}
+	if g := <-got; g != "payload|<nil>|99" {
+		t.Errorf("handler saw %q, want payload|<nil>|99", g)
+	}
+}
+
+func TestHundredStreamsOneConn(t *testing.T) {
+	checkLeaks(t)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		st.WriteHeaders(200, nil, false)
+		st.Write(st.Path())
+	}))
+	c := s.client(t, nil)
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := fmt.Sprintf("/s/%d", i)
+			resp, err := c.Get(s.url(path))
+			if err != nil {
+				bad.Add(1)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != path {
+				bad.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if bad.Load() != 0 || s.accepts.Load() != 1 {
+		t.Errorf("%d of 100 failed, %d connections", bad.Load(), s.accepts.Load())
+	}
+}
+
+func TestClientCancelMidBody(t *testing.T) {
+	checkLeaks(t)
+	started := make(chan struct{})
+	result := make(chan error, 1)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		buf := make([]byte, 100)
+		if _, err := io.ReadFull(st, buf); err != nil {
+			result <- err
+			return
+		}
+		close(started)
+		<-st.Done()
+		_, err := st.Read(buf)
+		result <- err
+	}))
+	c := s.client(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url("/slow"), pr)
+	go pw.Write(make([]byte, 100))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-result; !errors.Is(err, ErrStreamReset) {
+		t.Errorf("Read after the client's cancel: %v, want ErrStreamReset", err)
+	}
+	if err := <-done; err == nil {
+		t.Error("client request succeeded after its cancel")
+	}
+}
+
+func TestHeaderListTooLarge(t *testing.T) {
+	checkLeaks(t)
+	var ran atomic.Int64
+	s := newServer(t, Config{MaxHeaderListSize: 4096}, HandlerFunc(func(st *Stream) { ran.Add(1) }))
+	c := s.client(t, nil)
+	req, _ := http.NewRequest("GET", s.url("/big"), nil)
+	req.Header.Set("X-Big", strings.Repeat("v", 6000))
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 431 {
+			t.Errorf("status %d, want 431 (or a client-side refusal)", resp.StatusCode)
+		}
+	}
+	// The connection still serves.
+	resp, err = c.Get(s.url("/small"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("small request after a big one: %v", err)
+	}
+	resp.Body.Close()
+	if ran.Load() != 1 {
+		t.Errorf("handler ran %d times, want 1 (the small request)", ran.Load())
+	}
+}
+
+// TestMaxConcurrentStreamsRespected: x/net's client, told 4 streams per
+// connection, opens more connections for 12 requests held at once, and no
+// connection runs more than 4 handlers. (StrictMaxConcurrentStreams, which
+// would keep one connection, deadlocks in x/net's client when more requests
+// wait than the limit: their reservations count as open streams.)
+func TestMaxConcurrentStreamsRespected(t *testing.T) {
+	checkLeaks(t)
+	var mu sync.Mutex
+	cur, peak := map[*Conn]int{}, map[*Conn]int{}
+	var running atomic.Int64
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	s := newServer(t, Config{MaxConcurrentStreams: 4}, HandlerFunc(func(st *Stream) {
+		mu.Lock()
+		cur[st.c]++
+		peak[st.c] = max(peak[st.c], cur[st.c])
+		mu.Unlock()
+		running.Add(1)
+		<-release
+		mu.Lock()
+		cur[st.c]--
+		mu.Unlock()
+	}))
+	c := s.client(t, nil)
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(s.url("/"))
+			if err != nil || resp.StatusCode != 200 {
+				t.Log(err)
+				bad.Add(1)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	waitFor(t, "12 handlers", func() bool { return running.Load() == 12 })
+	once.Do(func() { close(release) })
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for conn, p := range peak {
+		if p > 4 {
+			t.Errorf("connection %p ran %d handlers at once, over its 4", conn, p)
+		}
+	}
+	if bad.Load() != 0 || len(peak) < 3 {
+		t.Errorf("%d of 12 failed, %d connections (want at least 3)", bad.Load(), len(peak))
+	}
+}
