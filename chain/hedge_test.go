@@ -6,6 +6,7 @@ import (
 
 	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/retry"
+	"github.com/spillwayhq/spillway/upstream"
 )
 
 // hedgeChain returns a chain hedging by hc, paid from a budget of max
@@ -172,5 +173,31 @@ func TestHedgeBreakerTickets(t *testing.T) {
 	}
 	if k := c.Counts(); k.Hedges != 2 || k.HedgesWon != 1 || k.HedgesRefused != 1 {
 		t.Errorf("counts %+v, want 2 hedges, 1 won, 1 refused", k)
+	}
+}
+
+// Pass.Retryable says which answers may not win a hedge race: what
+// RetryOn lists, for idempotent requests (a 503 of a GET); not a 500 it
+// does not list, nor a POST's 503; nothing without a chain. (TestRetryable
+// has the rule's every case.)
+func TestPassRetryable(t *testing.T) {
+	c := New(Config{RetryOn: RetryOn{Reset: true, Statuses: []int{503}}})
+	get := admitOK(t, c, newClock(0), 0, get(false))
+	post := admitOK(t, c, newClock(0), 0, viewOf("POST", "192.0.2.1:4000", false))
+	for _, tc := range []struct {
+		name string
+		p    *Pass
+		f    Failure
+		want bool
+	}{
+		{"GET 503", get, status503, true},
+		{"GET 500", get, Failure{Status: 500, Replayable: true, After: -1}, false},
+		{"GET reset", get, Failure{Kind: upstream.KindReset, Replayable: true, After: -1}, true},
+		{"POST 503", post, status503, false},
+		{"no chain", new(Pass), status503, false},
+	} {
+		if got := tc.p.Retryable(tc.f); got != tc.want {
+			t.Errorf("%s: Retryable %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillwayhq/spillway/breaker"
 	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/internal/syncbuf"
 	"github.com/spillwayhq/spillway/retry"
@@ -428,5 +429,47 @@ func TestHedgeReload(t *testing.T) {
 	reloadYAML(t, g, hedgeConfig(`{attempts: 1}`, fast.addr))
 	if hedger() != nil {
 		t.Error("hedge section removed: still a hedger")
+	}
+}
+
+// TestHedgeLoserNotAFailure: an attempt that loses the race is cancelled,
+// not failed. The slow endpoint (3 s) loses every request round robin
+// sends it first, on both engines, yet outlier detection that ejects
+// after 2 gateway failures in a row does not eject it, and the cluster's
+// breaker (open after 2 failures in a row) stays closed.
+func TestHedgeLoserNotAFailure(t *testing.T) {
+	noLeaks(t)
+	slow, fast := startSlow(t, "slow", 3*time.Second), startSlow(t, "fast", 0)
+	g := start(t, fmt.Sprintf(`
+version: 1
+admin: {address: "127.0.0.1:0"}
+reload: {watch: false}
+listeners: [{name: web, address: "127.0.0.1:0"}]
+routes:
+  - {name: main, cluster: app, policies: {retry: {attempts: 1, hedge: {delay: 50ms}, budget: {ratio: 1, max: 1000}}}}
+clusters:
+  - name: app
+    picker: round_robin
+    endpoints: [%s, %s]
+    breaker: {threshold: 2, open: 1h}
+    health: {outlier: {consecutive_gateway_failure: 2, consecutive_5xx: 2, max_ejection_percent: 100, base_ejection_time: 1h}}
+`, slow.addr, fast.addr))
+	url := "http://" + g.Addr("web") + "/x"
+	for _, h2c := range []bool{false, true} {
+		c := clientFor(t, h2c)
+		for i := range 6 {
+			if code, body, _ := timedGet(t, c, "GET", url, ""); code != 200 || body != "fast" {
+				t.Fatalf("h2c=%v, request %d: %d %q, want 200 from fast", h2c, i, code, body)
+			}
+		}
+	}
+	eventually(t, 5*time.Second, "every request to the slow endpoint cancelled", func() bool {
+		return slow.requests.Load() >= 6 && slow.cancelled.Load() == slow.requests.Load()
+	})
+	if n := ejected(t, g); n != 0 {
+		t.Errorf("%d endpoints ejected; a cancelled loser is no failure", n)
+	}
+	if st := g.cur.Load().pol.guards["app"].v.Breaker.Snapshot(); st.State != breaker.Closed || st.Failures != 0 {
+		t.Errorf("breaker %v with %d failures; want closed, none", st.State, st.Failures)
 	}
 }
