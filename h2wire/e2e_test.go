@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/net/http2"
+
 	"github.com/spillwayhq/spillway/httpwire"
 )
 
@@ -292,4 +294,65 @@ func TestMaxConcurrentStreamsRespected(t *testing.T) {
 	if bad.Load() != 0 || len(peak) < 3 {
 		t.Errorf("%d of 12 failed, %d connections (want at least 3)", bad.Load(), len(peak))
 	}
+}
+
+// TestShutdown: GOAWAY NO_ERROR with the last stream id, the open stream
+// finishes, a stream opened after it is refused, then the connection ends.
+func TestShutdown(t *testing.T) {
+	checkLeaks(t)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		if string(st.Path()) == "/block" {
+			started <- struct{}{}
+			<-release
+		}
+		st.WriteHeaders(200, nil, false)
+		st.Write([]byte("done"))
+	}))
+	r := dialRaw(t, s, true)
+	r.headers(1, true, get("/block")...)
+	<-started
+	s.mu.Lock()
+	conn := s.served[0]
+	s.mu.Unlock()
+	shut := make(chan error, 1)
+	go func() { shut <- conn.Shutdown(context.Background()) }()
+	r.expect(goaway(http2.ErrCodeNo))
+	r.headers(3, true, get("/late")...)
+	r.expect(rst(3, http2.ErrCodeRefusedStream))
+	close(release)
+	r.expect(outcome{stream: 1, status: "200"})
+	r.nc.Close() // the client goes, as it does after a GOAWAY
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// TestShutdownContext: a stream that does not finish is cut when the
+// context ends; its handler sees Done.
+func TestShutdownContext(t *testing.T) {
+	checkLeaks(t)
+	started := make(chan struct{}, 1)
+	sawDone := make(chan struct{})
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		started <- struct{}{}
+		<-st.Done()
+		close(sawDone)
+	}))
+	r := dialRaw(t, s, true)
+	r.headers(1, true, get("/stuck")...)
+	<-started
+	s.mu.Lock()
+	conn := s.served[0]
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	shut := make(chan error, 1)
+	go func() { shut <- conn.Shutdown(ctx) }()
+	r.expect(goaway(http2.ErrCodeNo))
+	cancel()
+	if err := <-shut; !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown: %v, want context.Canceled", err)
+	}
+	<-sawDone
 }

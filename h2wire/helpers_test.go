@@ -26,28 +26,39 @@ func checkLeaks(t testing.TB) {
 // server is a loopback listener serving every connection with Serve.
 type server struct {
 	ln      net.Listener
-	cfg     Config
-	h       Handler
+	serve   func(s *server, nc net.Conn) // serves one connection to its end
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   map[net.Conn]bool
 	served  []*Conn
-	errs    []error
 	accepts atomic.Int64
 }
 
-// newServer starts a server with its own worker pool; it is closed, its
-// connections served to the end and the pool closed when t ends.
+// newServer starts a server of h with its own worker pool; it is closed,
+// its connections served to the end and the pool closed when t ends.
 func newServer(t testing.TB, cfg Config, h Handler) *server {
+	if cfg.Pool == nil {
+		cfg.Pool = NewPool(0, 0)
+	}
+	t.Cleanup(cfg.Pool.Close) // after the server's cleanup
+	return listen(t, func(s *server, nc net.Conn) {
+		c := NewConn(nc, nil, &cfg, h)
+		s.mu.Lock()
+		s.served = append(s.served, c)
+		s.mu.Unlock()
+		c.Serve()
+	})
+}
+
+// listen starts a loopback server running serve on each connection,
+// closed when t ends.
+func listen(t testing.TB, serve func(s *server, nc net.Conn)) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Pool == nil {
-		cfg.Pool = NewPool(0, 0)
-	}
-	s := &server{ln: ln, cfg: cfg, h: h, conns: map[net.Conn]bool{}}
+	s := &server{ln: ln, serve: serve, conns: map[net.Conn]bool{}}
 	s.wg.Add(1)
 	go s.accept()
 	t.Cleanup(func() {
@@ -58,7 +69,6 @@ func newServer(t testing.TB, cfg Config, h Handler) *server {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
-		cfg.Pool.Close()
 	})
 	return s
 }
@@ -73,18 +83,15 @@ func (s *server) accept() {
 			return
 		}
 		s.accepts.Add(1)
-		c := NewConn(nc, nil, &s.cfg, s.h)
 		s.mu.Lock()
 		s.conns[nc] = true
-		s.served = append(s.served, c)
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			err := c.Serve()
+			s.serve(s, nc)
 			s.mu.Lock()
 			delete(s.conns, nc)
-			s.errs = append(s.errs, err)
 			s.mu.Unlock()
 		}()
 	}
