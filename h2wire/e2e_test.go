@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 
@@ -355,4 +356,34 @@ func TestShutdownContext(t *testing.T) {
 		t.Errorf("Shutdown: %v, want context.Canceled", err)
 	}
 	<-sawDone
+}
+
+// TestUnreadBodiesGiveBackWindow: handlers that answer without reading
+// the body leave the connection window whole (what was buffered or still
+// in flight is given back), so a connection keeps serving such requests
+// past many times its window.
+func TestUnreadBodiesGiveBackWindow(t *testing.T) {
+	checkLeaks(t)
+	s := newServer(t, Config{StreamWindow: 65535, ConnWindow: 65535, ReadTimeout: 5 * time.Second}, HandlerFunc(func(st *Stream) {
+		var one [1]byte
+		if _, err := io.ReadFull(st, one[:]); err != nil { // stalls if the window leaked
+			st.WriteHeaders(500, nil, true)
+			return
+		}
+		st.WriteHeaders(202, nil, true)
+	}))
+	c := s.client(t, nil)
+	for i := range 20 {
+		resp, err := c.Post(s.url("/"), "application/octet-stream", bytes.NewReader(make([]byte, 200<<10)))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 202 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if s.accepts.Load() != 1 {
+		t.Errorf("%d connections, want 1", s.accepts.Load())
+	}
 }

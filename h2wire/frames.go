@@ -33,15 +33,15 @@ func (c *Conn) processData(f *http2.DataFrame) error {
 	}
 	st.recvWindow -= size
 	st.received += int64(len(data))
-	code := http2.ErrCodeNo
+	code, cause := http2.ErrCodeNo, error(nil)
 	switch {
 	case st.recvWindow < 0:
-		code = http2.ErrCodeFlowControl
+		code, cause = http2.ErrCodeFlowControl, ErrStreamReset
 	case st.contentLength >= 0 && (st.received > st.contentLength || end && st.received != st.contentLength):
-		code = http2.ErrCodeProtocol
+		code, cause = http2.ErrCodeProtocol, ErrBodyLength
 	}
 	if code != http2.ErrCodeNo {
-		cinc := c.giveBackLocked(size + st.failLocked(ErrBodyLength))
+		cinc := c.giveBackLocked(size + st.failLocked(cause))
 		c.mu.Unlock()
 		c.writeReset(id, code, cinc)
 		return nil

@@ -3,6 +3,7 @@ package h2wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -77,21 +78,27 @@ func rst(id uint32, code http2.ErrCode) outcome {
 	return outcome{stream: id, code: code}
 }
 
+// next returns the server's next frame (waiting for what, 10 s at most),
+// acknowledging its SETTINGS unless noAck.
+func (r *rawClient) next(what string) http2.Frame {
+	r.t.Helper()
+	r.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	f, err := r.fr.ReadFrame()
+	if err != nil {
+		r.t.Fatalf("read: %v, still waiting for %s", err, what)
+	}
+	if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() && !r.noAck {
+		r.fr.WriteSettingsAck()
+	}
+	return f
+}
+
 // expect reads the server's frames until want is seen, failing on
 // anything that contradicts it or on 10 s without it.
 func (r *rawClient) expect(want outcome) {
 	r.t.Helper()
-	r.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		f, err := r.fr.ReadFrame()
-		if err != nil {
-			r.t.Fatalf("read: %v, still waiting for %+v", err, want)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() && !r.noAck {
-				r.fr.WriteSettingsAck()
-			}
+		switch f := r.next(fmt.Sprintf("%+v", want)).(type) {
 		case *http2.GoAwayFrame:
 			if !want.goaway || f.ErrCode != want.code {
 				r.t.Fatalf("GOAWAY %v, want %+v", f.ErrCode, want)
@@ -267,5 +274,84 @@ func TestConnectionSurvivesStreamErrors(t *testing.T) {
 	r.expect(outcome{stream: 5, status: "204"})
 	if err := r.fr.WriteGoAway(0, http2.ErrCodeNo, nil); err != nil && !errors.Is(err, net.ErrClosed) {
 		t.Fatal(err)
+	}
+}
+
+// nextData reads the server's frames until a DATA frame on stream id and
+// returns its payload and whether it ended the stream.
+func (r *rawClient) nextData(id uint32) (string, bool) {
+	r.t.Helper()
+	for {
+		switch f := r.next(fmt.Sprint("DATA on ", id)).(type) {
+		case *http2.DataFrame:
+			if f.StreamID == id {
+				return string(f.Data()), f.StreamEnded()
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			r.t.Fatalf("%v while waiting for DATA on %d", f, id)
+		}
+	}
+}
+
+// TestSendWindow: with the client's initial window at 0 the response's
+// body waits for WINDOW_UPDATE, and goes out in pieces the window allows.
+func TestSendWindow(t *testing.T) {
+	checkLeaks(t)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		st.WriteHeaders(200, nil, false)
+		st.Write([]byte("0123456789"))
+	}))
+	r := dialRaw(t, s, false)
+	r.write([]byte(http2.ClientPreface))
+	r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	r.headers(1, true, get("/")...)
+	r.expect(outcome{stream: 1, status: "200"}) // flushed before the wait
+	r.fr.WriteWindowUpdate(1, 4)
+	if data, end := r.nextData(1); data != "0123" || end {
+		t.Fatalf("first DATA %q (end %v), want the window's 4 bytes", data, end)
+	}
+	r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 6}) // +6 on the open stream
+	if data, end := r.nextData(1); data != "456789" || end {
+		t.Fatalf("second DATA %q (end %v), want the other 6", data, end)
+	}
+	if data, end := r.nextData(1); data != "" || !end {
+		t.Fatalf("last DATA %q (end %v), want an empty END_STREAM", data, end)
+	}
+}
+
+// TestSendWindowTimeout: a window that stays shut resets the stream with
+// CANCEL after WriteTimeout, and Write says why.
+func TestSendWindowTimeout(t *testing.T) {
+	checkLeaks(t)
+	werr := make(chan error, 1)
+	s := newServer(t, Config{WriteTimeout: 50 * time.Millisecond}, HandlerFunc(func(st *Stream) {
+		_, err := st.Write([]byte("x"))
+		werr <- err
+	}))
+	r := dialRaw(t, s, false)
+	r.write([]byte(http2.ClientPreface))
+	r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	r.headers(1, true, get("/")...)
+	r.expect(rst(1, http2.ErrCodeCancel))
+	if err := <-werr; !errors.Is(err, ErrWriteTimeout) {
+		t.Errorf("Write: %v, want ErrWriteTimeout", err)
+	}
+}
+
+// TestReadTimeout: a body that stops coming resets the stream with CANCEL
+// after ReadTimeout.
+func TestReadTimeout(t *testing.T) {
+	checkLeaks(t)
+	rerr := make(chan error, 1)
+	s := newServer(t, Config{ReadTimeout: 50 * time.Millisecond}, HandlerFunc(func(st *Stream) {
+		_, err := io.ReadAll(st)
+		rerr <- err
+	}))
+	r := dialRaw(t, s, true)
+	r.headers(1, false, ":method", "POST", ":scheme", "http", ":authority", "h", ":path", "/")
+	r.fr.WriteData(1, false, []byte("some"))
+	r.expect(rst(1, http2.ErrCodeCancel))
+	if err := <-rerr; !errors.Is(err, ErrReadTimeout) {
+		t.Errorf("Read: %v, want ErrReadTimeout", err)
 	}
 }

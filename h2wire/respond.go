@@ -137,6 +137,7 @@ func (st *Stream) reserve(want int) (int, error) {
 			st.resetCode(http2.ErrCodeCancel, ErrWriteTimeout)
 			return 0, ErrWriteTimeout
 		}
+		flushed = false // what others wrote meanwhile may wait in the buffer
 	}
 }
 
