@@ -71,6 +71,9 @@ func NewConn(nc net.Conn, preRead []byte, cfg *Config, h Handler) *Conn {
 	return c
 }
 
+// NetConn returns the connection's net.Conn.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
 // Serve serves the HTTP/2 connection nc until it ends (see NewConn).
 func Serve(nc net.Conn, preRead []byte, cfg *Config, h Handler) error {
 	return NewConn(nc, preRead, cfg, h).Serve()

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/spillwayhq/spillway/httpwire"
 )
 
 // rawClient speaks HTTP/2 frames to a server, legal or not.
@@ -353,5 +355,27 @@ func TestReadTimeout(t *testing.T) {
 	r.expect(rst(1, http2.ErrCodeCancel))
 	if err := <-rerr; !errors.Is(err, ErrReadTimeout) {
 		t.Errorf("Read: %v, want ErrReadTimeout", err)
+	}
+}
+
+// TestInformational: 1xx headers, repeated, before the final ones.
+func TestInformational(t *testing.T) {
+	checkLeaks(t)
+	errs := make(chan error, 3)
+	s := newServer(t, Config{}, HandlerFunc(func(st *Stream) {
+		errs <- st.WriteHeaders(103, []httpwire.Field{field("link", "</a.css>; rel=preload")}, false)
+		errs <- st.WriteHeaders(103, nil, false)
+		errs <- st.WriteHeaders(100, nil, true) // a 1xx cannot end the stream
+		st.WriteHeaders(200, nil, true)
+	}))
+	r := dialRaw(t, s, true)
+	r.headers(1, true, get("/")...)
+	r.expect(outcome{stream: 1, status: "103"})
+	r.expect(outcome{stream: 1, status: "103"})
+	r.expect(outcome{stream: 1, status: "200"})
+	for _, want := range []error{nil, nil, ErrBadStatus} {
+		if err := <-errs; !errors.Is(err, want) {
+			t.Errorf("WriteHeaders: %v, want %v", err, want)
+		}
 	}
 }

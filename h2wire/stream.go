@@ -117,6 +117,9 @@ func (st *Stream) recycle() {
 	streamPool.Put(st)
 }
 
+// Conn returns the stream's connection.
+func (st *Stream) Conn() *Conn { return st.c }
+
 // ID returns the stream identifier.
 func (st *Stream) ID() uint32 { return st.id }
 
