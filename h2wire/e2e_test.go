@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -385,5 +386,31 @@ func TestUnreadBodiesGiveBackWindow(t *testing.T) {
 	}
 	if s.accepts.Load() != 1 {
 		t.Errorf("%d connections, want 1", s.accepts.Load())
+	}
+}
+
+// TestPreRead: the bytes a sniffer already read (here the whole preface
+// and part of the first frame) are served before the connection's.
+func TestPreRead(t *testing.T) {
+	checkLeaks(t)
+	pool := NewPool(0, 0)
+	t.Cleanup(pool.Close)
+	cfg := Config{Pool: pool}
+	s := listen(t, func(_ *server, nc net.Conn) {
+		pre := make([]byte, len(http2.ClientPreface)+5)
+		if _, err := io.ReadFull(nc, pre); err != nil {
+			nc.Close()
+			return
+		}
+		Serve(nc, pre, &cfg, smallAnswer)
+	})
+	resp, err := s.client(t, nil).Get(s.url("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello" {
+		t.Errorf("status %d, body %q", resp.StatusCode, body)
 	}
 }

@@ -130,9 +130,10 @@ func (c *Conn) takeReset() bool {
 }
 
 // releaseLocked gives back st's place among the concurrent streams once
-// both sides have ended it. c.mu held.
+// both sides have ended it, unless it was reset (its place is then kept
+// until its handler returns). c.mu held.
 func (c *Conn) releaseLocked(st *Stream) {
-	if st.slot && st.localEnded && st.remoteEnded {
+	if st.slot && st.localEnded && st.remoteEnded && st.err == nil {
 		st.slot = false
 		c.open--
 	}
