@@ -18,7 +18,14 @@
 // stairs), and reports per step goodput (successes within the timeout),
 // throughput, latency quantiles from HDR histograms, statuses and the
 // gateway's refusals by class and reason (Spillway-Reason), and retries.
-// FindKnee and Bisect find the highest rate a service sustains.
+// FindKnee and Bisect find the highest rate a service sustains;
+// ConfirmKnee is FindKnee measuring again (through a Probe, as Bisect's)
+// the step the ramp would end at. A trusted step or probe that fails is
+// measured once more at its rate, and the rate fails only when the second
+// measurement fails too, so one stall of a busy machine (a GC pause, a
+// neighbour) is not taken for the service's limit; KneeCriteria.NoConfirm
+// saves that step at the failing rate. The confirmations are in
+// Knee.Confirmations and in every report.
 //
 // The generator is an edge of the system: it paces on real timers and reads
 // the wall clock (monotonic time), which the policies it drives never do.

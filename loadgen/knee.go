@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -24,6 +25,13 @@ type KneeCriteria struct {
 	// service) scheduling noise, not load, moves the p99 by a factor of
 	// three. Default 1ms.
 	P99Floor time.Duration
+	// NoConfirm takes a trusted step or probe that fails as the service's
+	// limit at once. By default (false) ConfirmKnee and Bisect measure it
+	// once more at the same rate, and the rate fails only when the second
+	// measurement fails too: one stall of a busy machine (a GC pause, a
+	// neighbour) is not the service's knee. A confirmation costs one more
+	// step at the failing rate, an overloaded one when the failure was real.
+	NoConfirm bool
 }
 
 // SafeShare is the share of the knee reported as the safe rate.
@@ -50,6 +58,9 @@ type Knee struct {
 	Bounded bool
 	// Probes are Bisect's steps, in the order run (FindKnee adds none).
 	Probes []StepResult
+	// Confirmations are the second measurements of the trusted steps and
+	// probes that failed (ConfirmKnee's, then Bisect's), in the order run.
+	Confirmations []Confirmation
 	// Untrusted are the indices (StepResult.Index) of the steps FindKnee
 	// left out: invalid (the generator was late), partial or empty.
 	Untrusted []int
@@ -113,43 +124,69 @@ func roundMs(d time.Duration) time.Duration { return d.Round(100 * time.Microsec
 // left out: they neither pass nor fail, and
 // are listed in Knee.Untrusted. The base p99 is the lowest trusted step's.
 // ok is false when no step is trusted or the lowest one already fails (the
-// knee is below the ramp).
+// knee is below the ramp). FindKnee measures nothing again: ConfirmKnee
+// does, for c's confirmation.
 func FindKnee(steps []StepResult, c KneeCriteria) (k Knee, ok bool) {
+	untrusted, trusted := sortTrusted(steps)
+	k, _ = judge(trusted, c)
+	k.Untrusted = untrusted
+	return k, k.Rate > 0
+}
+
+// sortTrusted sorts steps by rate and splits them: the indices of the
+// untrusted ones, and the trusted ones.
+func sortTrusted(steps []StepResult) (untrusted []int, trusted []StepResult) {
 	sorted := slices.Clone(steps)
 	slices.SortStableFunc(sorted, func(a, b StepResult) int { return cmp.Compare(a.Rate, b.Rate) })
-	var trusted []StepResult
 	for _, s := range sorted {
-		if s.Invalid || s.Partial || s.Offered == 0 {
-			k.Untrusted = append(k.Untrusted, s.Index)
-			continue
+		if isTrusted(s) {
+			trusted = append(trusted, s)
+		} else {
+			untrusted = append(untrusted, s.Index)
 		}
-		trusted = append(trusted, s)
 	}
+	return untrusted, trusted
+}
+
+// isTrusted says s measured the service: it is valid, whole and not empty.
+func isTrusted(s StepResult) bool { return !s.Invalid && !s.Partial && s.Offered > 0 }
+
+// judge is the knee of trusted (sorted by rate): the base, the highest
+// step below the first failing one, and that one's index in trusted (−1
+// when every step passed or none is trusted).
+func judge(trusted []StepResult, c KneeCriteria) (k Knee, at int) {
 	if len(trusted) == 0 {
-		return k, false
+		return k, -1
 	}
 	k.BaseP99 = c.Base(trusted[0].Latency.P99)
 	k.Bounded = true
-	for _, s := range trusted {
+	at = -1
+	for i, s := range trusted {
 		if why := c.Fails(s, k.BaseP99); why != "" {
-			k.Fail, k.FailReason, k.Bounded = s.Rate, why, false
+			k.Fail, k.FailReason, k.Bounded, at = s.Rate, why, false, i
 			break
 		}
 		k.Rate = s.Rate
 	}
 	k.Safe = SafeShare * k.Rate
-	return k, k.Rate > 0
+	return k, at
 }
 
-// Probe runs one step at rate and returns its result.
-type Probe func(ctx context.Context, rate float64) (StepResult, error)
+// Probe runs one step at rate and returns its result. confirms is "" for
+// a new rate; for a confirmation it names what is measured again, as the
+// reports do: "step 3" (the ramp's, numbered from 1) or "b2" (a bisection
+// probe).
+type Probe func(ctx context.Context, rate float64, confirms string) (StepResult, error)
 
 // Bisect refines a knee between lo, a rate that passed, and hi, one that
 // failed, by probing the middle rate until (hi − lo) / lo ≤ tol (0:
 // DefaultTolerance; at most 20 probes). base is the lowest step's p99 (as
 // FindKnee's Knee.BaseP99). A probe that is invalid counts as failing: no
-// knee is claimed above a rate the generator could not deliver. On a
-// probe's error Bisect returns the knee found so far with the error.
+// knee is claimed above a rate the generator could not deliver. A trusted
+// probe that fails is measured once more (unless c.NoConfirm), and its
+// rate fails only when that confirmation fails too: at most 40 probes in
+// all. On a probe's error Bisect returns the knee found so far with the
+// error.
 func Bisect(ctx context.Context, lo, hi float64, base time.Duration, c KneeCriteria, tol float64, probe Probe) (Knee, error) {
 	if tol <= 0 {
 		tol = DefaultTolerance
@@ -168,11 +205,20 @@ func Bisect(ctx context.Context, lo, hi float64, base time.Duration, c KneeCrite
 		}
 		mid := (lo + hi) / 2
 		var s StepResult
-		if s, err = probe(ctx, mid); err != nil {
+		if s, err = probe(ctx, mid, ""); err != nil {
 			break
 		}
 		k.Probes = append(k.Probes, s)
-		if why := c.Fails(s, base); why == "" {
+		why := c.Fails(s, base)
+		if why != "" && isTrusted(s) && !c.NoConfirm {
+			var cf Confirmation
+			if cf, err = confirm(ctx, s, why, "b"+strconv.Itoa(len(k.Probes)), base, c, probe); err != nil {
+				break
+			}
+			k.Confirmations = append(k.Confirmations, cf)
+			why = cf.failReason()
+		}
+		if why == "" {
 			lo = mid
 		} else {
 			hi, k.FailReason = mid, why

@@ -120,7 +120,7 @@ func TestKneeP99Floor(t *testing.T) {
 
 // capacity217 passes every rate up to 217 req/s.
 func capacity217(invalidAbove float64, calls *[]float64) Probe {
-	return func(ctx context.Context, rate float64) (StepResult, error) {
+	return func(ctx context.Context, rate float64, _ string) (StepResult, error) {
 		*calls = append(*calls, rate)
 		s := step(len(*calls), rate, 1000, 1000, 50*ms)
 		if rate > 217 {
@@ -139,12 +139,19 @@ func TestBisect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 225 fails, 212.5 passes, 218.75 fails; (218.75 − 212.5) / 212.5 ≤ 5%.
-	if want := []float64{225, 212.5, 218.75}; !slices.Equal(calls, want) {
+	// 225 fails twice (measured again to confirm), 212.5 passes, 218.75
+	// fails twice; (218.75 − 212.5) / 212.5 ≤ 5%.
+	if want := []float64{225, 225, 212.5, 218.75, 218.75}; !slices.Equal(calls, want) {
 		t.Errorf("probed %v, want %v", calls, want)
 	}
-	if k.Rate != 212.5 || k.Fail != 218.75 || k.Safe != 0.9*212.5 || len(k.Probes) != 3 || k.Bounded {
+	if k.Rate != 212.5 || k.Fail != 218.75 || k.Safe != 0.9*212.5 || len(k.Probes) != 3 || len(k.Confirmations) != 2 || k.Bounded {
 		t.Errorf("knee %+v", k)
+	}
+	// Without confirmation each rate is probed once.
+	calls = nil
+	k, err = Bisect(context.Background(), 200, 250, 50*ms, KneeCriteria{NoConfirm: true}, 0, capacity217(0, &calls))
+	if want := []float64{225, 212.5, 218.75}; err != nil || !slices.Equal(calls, want) || k.Rate != 212.5 || len(k.Confirmations) != 0 {
+		t.Errorf("no confirm: probed %v (err %v), knee %v with %d confirmations; want %v, 212.5, none", calls, err, k.Rate, len(k.Confirmations), want)
 	}
 }
 
@@ -162,19 +169,32 @@ func TestBisectInvalidCountsAsFailing(t *testing.T) {
 
 func TestBisectBoundedProbes(t *testing.T) {
 	var calls []float64
-	k, err := Bisect(context.Background(), 200, 250, 50*ms, KneeCriteria{}, 1e-15, capacity217(0, &calls))
+	k, err := Bisect(context.Background(), 200, 250, 50*ms, KneeCriteria{NoConfirm: true}, 1e-15, capacity217(0, &calls))
 	if err != nil || len(calls) != maxBisections {
 		t.Errorf("%d probes (err %v), want %d", len(calls), err, maxBisections)
 	}
 	if k.Rate > 217 || k.Fail <= 217 || k.Fail-k.Rate > 0.001 {
 		t.Errorf("knee %v fail %v do not bracket 217", k.Rate, k.Fail)
 	}
+	// With confirmation: 20 new rates, and each that failed once more.
+	calls = nil
+	k, err = Bisect(context.Background(), 200, 250, 50*ms, KneeCriteria{}, 1e-15, capacity217(0, &calls))
+	fails := 0
+	for _, s := range k.Probes {
+		if s.Rate > 217 {
+			fails++
+		}
+	}
+	if err != nil || len(k.Probes) != maxBisections || fails == 0 || len(k.Confirmations) != fails || len(calls) != maxBisections+fails {
+		t.Errorf("%d calls, %d probes, %d failing, %d confirmations (err %v); want %d probes and a confirmation per failing one",
+			len(calls), len(k.Probes), fails, len(k.Confirmations), err, maxBisections)
+	}
 }
 
 func TestBisectErrors(t *testing.T) {
 	boom := errors.New("boom")
 	n := 0
-	failing := func(ctx context.Context, rate float64) (StepResult, error) {
+	failing := func(ctx context.Context, rate float64, _ string) (StepResult, error) {
 		if n++; n == 2 {
 			return StepResult{}, boom
 		}

@@ -14,14 +14,15 @@ import (
 
 // The outputs of a run: a table (WriteTable), JSON lines (WriteJSONL) and
 // an SVG chart (WriteSVG, in svg.go). Each shows the run's steps, then the
-// knee's bisection probes when there is a knee, and says when the run was
-// aborted.
+// knee's bisection probes and confirmations when there is a knee, and says
+// when the run was aborted.
 
 // topReasons is how many refusal reasons a table row names per class.
 const topReasons = 3
 
-// WriteTable writes one line per step, numbered from 1 (and per bisection probe of knee,
-// when knee is not nil): asked rate, arrivals offered, goodput and
+// WriteTable writes one line per step, numbered from 1 (and, when knee is
+// not nil, per bisection probe, b1…, and per confirmation, c1…, its notes
+// saying what it measured again and whether it passed): asked rate, arrivals offered, goodput and
 // throughput per second, latency quantiles in milliseconds, errors, unsent,
 // retries and notes — INVALID with the send lag p99 when the generator was
 // late, partial when the run stopped during the step, and the refusals'
@@ -31,12 +32,18 @@ func WriteTable(w io.Writer, res Result, knee *Knee) error {
 	fmt.Fprintf(&b, "%5s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s  %s\n",
 		"step", "rate/s", "offered", "good/s", "thr/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "errors", "unsent", "retries", "notes")
 	for _, s := range res.Steps {
-		tableRow(&b, strconv.Itoa(s.Index+1), s)
+		tableRow(&b, strconv.Itoa(s.Index+1), s, "")
 	}
 	if knee != nil && len(knee.Probes) > 0 {
 		b.WriteString("bisection:\n")
 		for i, s := range knee.Probes {
-			tableRow(&b, "b"+strconv.Itoa(i+1), s)
+			tableRow(&b, "b"+strconv.Itoa(i+1), s, "")
+		}
+	}
+	if knee != nil && len(knee.Confirmations) > 0 {
+		b.WriteString("confirmations:\n")
+		for i, cf := range knee.Confirmations {
+			tableRow(&b, "c"+strconv.Itoa(i+1), cf.Step, confirmNote(cf))
 		}
 	}
 	if knee != nil {
@@ -49,11 +56,16 @@ func WriteTable(w io.Writer, res Result, knee *Knee) error {
 	return err
 }
 
-func tableRow(b *strings.Builder, label string, s StepResult) {
+// tableRow writes s's row, note first in its notes.
+func tableRow(b *strings.Builder, label string, s StepResult, note string) {
+	all := notes(s)
+	if note != "" {
+		all = strings.TrimSuffix(note+"; "+all, "; ")
+	}
 	row := fmt.Sprintf("%5s %8s %8d %8.1f %8.1f %8s %8s %8s %8s %6.2f%% %7d %7d  %s",
 		label, formatRate(s.Rate), s.Offered, s.Goodput, s.Throughput,
 		millis(s.Latency.P50), millis(s.Latency.P90), millis(s.Latency.P99), millis(s.Latency.P999),
-		100*s.ErrorRate(), s.Unsent, s.Retries, notes(s))
+		100*s.ErrorRate(), s.Unsent, s.Retries, all)
 	b.WriteString(strings.TrimRight(row, " ") + "\n")
 }
 
@@ -70,6 +82,20 @@ func notes(s StepResult) string {
 		parts = append(parts, "refused: "+r)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// confirmNote says what cf measured again and how it ended: "confirms
+// step 2: passed (first: p99 229ms above 3 × 73ms)" or "confirms b3:
+// failed too (p99 …)" (no reason when the row's notes give it: INVALID,
+// partial).
+func confirmNote(cf Confirmation) string {
+	switch {
+	case cf.Passed():
+		return fmt.Sprintf("confirms %s: passed (first: %s)", cf.Of, cf.First)
+	case !isTrusted(cf.Step) && cf.Step.Offered > 0:
+		return fmt.Sprintf("confirms %s: failed too", cf.Of)
+	}
+	return fmt.Sprintf("confirms %s: failed too (%s)", cf.Of, cf.Reason)
 }
 
 // refusalSummary names each class's most frequent refusal reasons:

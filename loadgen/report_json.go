@@ -9,7 +9,8 @@ import (
 )
 
 // WriteJSONL writes one JSON object per line: each step, then each of
-// knee's bisection probes (knee may be nil), then a summary. Field names
+// knee's bisection probes and confirmations (knee may be nil), then a
+// summary. Field names
 // are snake_case; durations are in milliseconds (float), rates in requests
 // per second.
 //
@@ -26,7 +27,13 @@ import (
 //	refusals                               {class: {Spillway-Reason: n}}
 //	classes                                {class: {offered, good}} ("" when no class mix)
 //
-// The summary ("type": "summary"): steps and probes (how many), offered
+// A confirmation ("type": "confirm") has a step's fields and: confirms
+// (what it measured again: "step 3" or "b2"), first_fail_reason (why that
+// failed), passed, and fail_reason (why the confirmation failed, "" when
+// it passed).
+//
+// The summary ("type": "summary"): steps, probes and confirmations (how
+// many), offered
 // and good (over the steps, probes left out), tail_attempts (attempts sent
 // after the last step's end), aborted (why the run stopped early, "" if it
 // did not), and knee (null when knee is nil):
@@ -49,7 +56,13 @@ func WriteJSONL(w io.Writer, res Result, knee *Knee) error {
 				return err
 			}
 		}
-		sum.Probes = len(knee.Probes)
+		for _, cf := range knee.Confirmations {
+			j := confirmJSON{stepJSONOf("confirm", cf.Step), cf.Of, cf.First, cf.Passed(), cf.Reason}
+			if err := enc.Encode(j); err != nil {
+				return err
+			}
+		}
+		sum.Probes, sum.Confirm = len(knee.Probes), len(knee.Confirmations)
 		sum.Knee = &kneeJSON{Rate: knee.Rate, Safe: knee.Safe, Fail: knee.Fail, FailReason: knee.FailReason,
 			BaseP99: msOf(knee.BaseP99), Bounded: knee.Bounded, Untrusted: knee.Untrusted}
 		if sum.Knee.Untrusted == nil {
@@ -88,6 +101,14 @@ type stepJSON struct {
 	Classes    map[string]classJSON      `json:"classes"`
 }
 
+type confirmJSON struct {
+	stepJSON
+	Confirms   string `json:"confirms"`
+	First      string `json:"first_fail_reason"`
+	Passed     bool   `json:"passed"`
+	FailReason string `json:"fail_reason"`
+}
+
 type quantilesJSON struct {
 	P50  float64 `json:"p50"`
 	P90  float64 `json:"p90"`
@@ -115,6 +136,7 @@ type summaryJSON struct {
 	Type    string    `json:"type"`
 	Steps   int       `json:"steps"`
 	Probes  int       `json:"probes"`
+	Confirm int       `json:"confirmations"`
 	Offered int       `json:"offered"`
 	Good    int       `json:"good"`
 	Tail    int       `json:"tail_attempts"`

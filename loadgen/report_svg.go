@@ -11,13 +11,18 @@ import (
 // WriteSVG draws two charts against the asked rate, one above the other:
 // goodput and throughput (with the offered rate as a reference line), and
 // the p99 latency of every arrival and of the good ones. The steps and
-// knee's probes (knee may be nil) are drawn in order of rate; invalid
+// knee's probes and confirmations (knee may be nil) are drawn in order of
+// rate (a confirmed rate has two points, the line joining them showing
+// how far apart its measurements were); invalid
 // steps are drawn apart, as dashed lines, since the generator, not the
 // service, may have shaped them. A vertical line marks the knee.
 func WriteSVG(w io.Writer, res Result, knee *Knee) error {
 	all := slices.Clone(res.Steps)
 	if knee != nil {
 		all = append(all, knee.Probes...)
+		for _, cf := range knee.Confirmations {
+			all = append(all, cf.Step)
+		}
 	}
 	slices.SortStableFunc(all, func(a, b StepResult) int { return cmp.Compare(a.Rate, b.Rate) })
 	var ok, bad []StepResult

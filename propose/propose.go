@@ -80,8 +80,9 @@ type Proposal struct {
 	Global      bool          // the rate limit counts across gateways (Redis)
 }
 
-// Make computes the proposal for knee k over steps (the ramp; k.Probes are
-// searched too for the step at the knee rate).
+// Make computes the proposal for knee k over steps (the ramp; k.Probes and
+// k.Confirmations that passed are searched too for the step at the knee
+// rate).
 func Make(k loadgen.Knee, steps []loadgen.StepResult, o Options) (*Proposal, error) {
 	if !(k.Rate > 0) || math.IsInf(k.Rate, 0) {
 		return nil, ErrNoKnee
@@ -94,7 +95,7 @@ func Make(k loadgen.Knee, steps []loadgen.StepResult, o Options) (*Proposal, err
 	if p.BaseStep, ok = lowestTrusted(steps); !ok {
 		return nil, errors.New("propose: no trusted step to take the service time from")
 	}
-	if p.KneeStep, ok = stepAt(k.Rate, steps, k.Probes); !ok {
+	if p.KneeStep, ok = stepAt(k.Rate, steps, k.Probes, passed(k.Confirmations)); !ok {
 		return nil, fmt.Errorf("propose: no step at the knee rate %v req/s", k.Rate)
 	}
 	n := float64(p.Replicas)
@@ -186,12 +187,14 @@ func lowestTrusted(steps []loadgen.StepResult) (loadgen.StepResult, bool) {
 	return best, found
 }
 
-// stepAt is the last trusted step run at rate, among the ramp's steps and
-// then the probes (the knee is the rate of one of them).
-func stepAt(rate float64, steps, probes []loadgen.StepResult) (loadgen.StepResult, bool) {
+// stepAt is the last trusted step run at rate, among the ramp's steps,
+// then the probes, then the confirmations that passed (the knee is the
+// rate of one of them; a passing confirmation replaces the measurement
+// that failed at its rate).
+func stepAt(rate float64, steps, probes, confirmed []loadgen.StepResult) (loadgen.StepResult, bool) {
 	var at loadgen.StepResult
 	found := false
-	for _, list := range [][]loadgen.StepResult{steps, probes} {
+	for _, list := range [][]loadgen.StepResult{steps, probes, confirmed} {
 		for _, s := range list {
 			if s.Rate == rate && trusted(s) {
 				at, found = s, true
@@ -199,6 +202,17 @@ func stepAt(rate float64, steps, probes []loadgen.StepResult) (loadgen.StepResul
 		}
 	}
 	return at, found
+}
+
+// passed are the steps of the confirmations that passed.
+func passed(cfs []loadgen.Confirmation) []loadgen.StepResult {
+	var out []loadgen.StepResult
+	for _, cf := range cfs {
+		if cf.Passed() {
+			out = append(out, cf.Step)
+		}
+	}
+	return out
 }
 
 // floorSig rounds x > 0 down to d significant digits, and a number of 10^d

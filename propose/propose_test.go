@@ -35,6 +35,12 @@ func TestMakeByHand(t *testing.T) {
 		step(225, 90*time.Millisecond, 100*time.Millisecond, time.Second),
 		step(212.5, 40*time.Millisecond, 48100*time.Microsecond, 123400*time.Microsecond)}}
 	baseSteps := []loadgen.StepResult{step(50, 10200*time.Microsecond, 0, 0), step(200, 0, 0, 0)}
+	// 200's first measurement stalled (mean 60 ms, p99 1 s); its
+	// confirmation passed with the ramp's figures: the proposal takes those.
+	stalled := append(steps[:2:2], step(200, 40*time.Millisecond, 60*time.Millisecond, time.Second), steps[3])
+	confirmedKnee := loadgen.Knee{Rate: 200, Fail: 250, Confirmations: []loadgen.Confirmation{
+		{Step: steps[2], Of: "step 3", First: "p99 1000ms above 3 × 25ms"},
+		{Step: step(250, 0, 0, time.Second), Of: "step 4", First: "p99 1000ms above 3 × 25ms", Reason: "p99 1000ms above 3 × 25ms"}}}
 	meanless := []loadgen.StepResult{step(50, 10*time.Millisecond, 0, 0), step(200, 40*time.Millisecond, 0, 90*time.Millisecond)}
 	for _, c := range []struct {
 		name     string
@@ -60,6 +66,8 @@ func TestMakeByHand(t *testing.T) {
 		// 212.5 × 48.1 ms = 10.22125, 0.9 × that ÷ 4 = 2.2998 → 2;
 		// 2 × 10.2 ms = 20.4 → 21 ms; 2 × 123.4 ms = 246.8 → 250 ms.
 		{"probed knee", probeKnee, baseSteps, Options{Endpoint: "10.0.0.1:80", Replicas: 4}, 47.8, false, 2, 21 * time.Millisecond, 250 * time.Millisecond, "mean", 10.22125},
+		// The knee step is the passing confirmation: as "one gateway".
+		{"confirmed knee", confirmedKnee, stalled, Options{Endpoint: "127.0.0.1:9001"}, 180, false, 9, 20 * time.Millisecond, 240 * time.Millisecond, "mean", 10},
 		// No mean: the p50, 200 × 40 ms = 8 in flight, ⌊7.2⌋ = 7; 2 × 90 ms.
 		{"p50 for want of a mean", k, meanless, Options{Endpoint: "127.0.0.1:9001"}, 180, false, 7, 20 * time.Millisecond, 180 * time.Millisecond, "p50", 8},
 	} {

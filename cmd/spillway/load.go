@@ -33,7 +33,13 @@ unsent, retries, and the gateway's refusals (Spillway-Reason) by class.
 bisects between the last passing and the first failing rate (or, when
 every trusted step passed, the first invalid one) to 5%, a --cooldown
 before each probe, and reports the safe rate, 10% below. Invalid steps are
-left out of the ramp; an invalid or aborted probe counts as failing.
+left out of the ramp; an invalid or aborted probe counts as failing. A
+valid step or probe that fails is measured once more at its rate (after a
+--cooldown; "confirmations:" in the table, c1…), and the rate fails only
+when that fails too, so one stall of a busy machine is not taken for the
+service's limit; a confirmation costs one more step at the failing rate,
+and --no-confirm skips it (the fewest overloaded seconds against a
+production service).
 
 A targets file (--targets) holds one request per block, blocks separated by
 blank lines, # comments:
@@ -169,22 +175,52 @@ func writeLoad(o *loadOpts, res loadgen.Result, knee *loadgen.Knee, stdout, stde
 // step of --step at the middle rate) after each --cooldown, between the
 // last passing step and the first failing one — or, when every trusted
 // step passed, the first invalid step above them (the generator could not
-// deliver it then; a probe may). No bisection when none passed, the ramp
+// deliver it then; a probe may). A trusted step or probe that fails is
+// measured once more, after a cooldown too, unless --no-confirm; the rate
+// fails only when that fails as well. No probe when none passed, the ramp
 // did not reach the knee, or the run was aborted or interrupted.
 func findKnee(ctx context.Context, o *loadOpts, res loadgen.Result, pw *loadgen.ProgressWriter) (loadgen.Knee, error) {
-	var crit loadgen.KneeCriteria
-	k, ok := loadgen.FindKnee(res.Steps, crit)
+	crit := loadgen.KneeCriteria{NoConfirm: o.noConfirm}
+	if res.Aborted != "" || ctx.Err() != nil {
+		k, _ := loadgen.FindKnee(res.Steps, crit)
+		return k, nil
+	}
+	probe := kneeProbe(o, len(res.Steps), pw)
+	k, ok, err := loadgen.ConfirmKnee(ctx, res.Steps, crit, probe)
+	if err != nil {
+		return k, err
+	}
 	hi, why := k.Fail, k.FailReason
 	if ok && k.Bounded {
 		hi, why = untrustedAbove(res.Steps, k, crit)
 	}
-	if !ok || hi == 0 || res.Aborted != "" || ctx.Err() != nil {
+	if !ok || hi == 0 {
 		return k, nil
 	}
-	n := 0
-	probe := func(ctx context.Context, rate float64) (loadgen.StepResult, error) {
+	b, err := loadgen.Bisect(ctx, k.Rate, hi, k.BaseP99, crit, loadgen.DefaultTolerance, probe)
+	if b.Fail == hi && b.FailReason == "" {
+		b.FailReason = why // the ramp's step, never probed again
+	}
+	b.Untrusted = k.Untrusted
+	b.Confirmations = append(k.Confirmations, b.Confirmations...)
+	return b, err
+}
+
+// kneeProbe runs one step of --step at a rate after --cooldown, for
+// --knee's bisection and confirmations, numbering its results after the
+// ramp's steps and its progress lines "probe N" and "confirm N (step 3)".
+func kneeProbe(o *loadOpts, steps int, pw *loadgen.ProgressWriter) loadgen.Probe {
+	n, probes, confirms := 0, 0, 0
+	return func(ctx context.Context, rate float64, of string) (loadgen.StepResult, error) {
 		n++
-		label := fmt.Sprintf("probe %d", n)
+		label := ""
+		if of == "" {
+			probes++
+			label = fmt.Sprintf("probe %d", probes)
+		} else {
+			confirms++
+			label = fmt.Sprintf("confirm %d (%s)", confirms, of)
+		}
 		select { // the cooldown
 		case <-time.After(o.cooldown):
 		case <-ctx.Done():
@@ -207,18 +243,12 @@ func findKnee(ctx context.Context, o *loadOpts, res loadgen.Result, pw *loadgen.
 			return loadgen.StepResult{}, fmt.Errorf("%s: %d steps for one", label, len(r.Steps))
 		}
 		s := r.Steps[0]
-		s.Index = len(res.Steps) + n - 1
+		s.Index = steps + n - 1
 		if pw != nil {
 			pw.Println(stepLine(label, s))
 		}
 		return s, nil
 	}
-	b, err := loadgen.Bisect(ctx, k.Rate, hi, k.BaseP99, crit, loadgen.DefaultTolerance, probe)
-	if b.Fail == hi && b.FailReason == "" {
-		b.FailReason = why // the ramp's step, never probed again
-	}
-	b.Untrusted = k.Untrusted
-	return b, err
 }
 
 // untrustedAbove is the lowest rate above the knee k whose step FindKnee

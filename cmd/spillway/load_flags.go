@@ -31,6 +31,9 @@ type loadOpts struct {
 	// proposeFile is where --propose writes the configuration; "": stdout,
 	// after the table.
 	proposeFile string
+	// noConfirm (--no-confirm): --knee takes a trusted step or probe that
+	// fails as failed, without measuring it again.
+	noConfirm bool
 }
 
 // loadFlags holds the flag values that need more than the flag types.
@@ -101,6 +104,7 @@ func defineLoadFlags(fs *flag.FlagSet, o *loadOpts, f *loadFlags) {
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the arrivals, the mix and the variables")
 	fs.BoolVar(&o.knee, "knee", false, "after the ramp, bisect to 5% between the last passing and first failing rate; print the knee and the safe rate")
 	fs.DurationVar(&o.cooldown, "cooldown", 0, "--knee: pause before each probe so a backlog drains (0: --step)")
+	fs.BoolVar(&o.noConfirm, "no-confirm", false, "--knee: take a failing step or probe as failed at once, without the second measurement at its rate")
 	fs.StringVar(&o.output, "output", "table", "output: table or json (JSON lines)")
 	fs.StringVar(&o.svg, "svg", "", "also write a chart (goodput and p99 against offered load) to this SVG `FILE`")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")

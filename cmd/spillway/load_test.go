@@ -231,7 +231,7 @@ func TestLoadUsageErrors(t *testing.T) {
 
 func TestLoadHelp(t *testing.T) {
 	code, stdout, _ := runCmd(t, "load", "-h")
-	for _, want := range []string{"usage: spillway load", "spillway backend --workers 10 --service 50ms", "--knee", "--targets", "Exit status"} {
+	for _, want := range []string{"usage: spillway load", "spillway backend --workers 10 --service 50ms", "--knee", "--no-confirm", "--targets", "Exit status"} {
 		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("exit %d; help lacks %q", code, want)
 		}
@@ -245,7 +245,7 @@ func TestLoadFlags(t *testing.T) {
 		"--classes", "critical=0.3,sheddable=0.7", "--class-header", "X-C", "--var", "user=100", "--timeout", "2s",
 		"--deadline", "5s", "--max-inflight", "50", "--max-send-lag", "2ms", "--retry", "budget", "--retries", "2",
 		"--backoff-base", "10ms", "--backoff-cap", "100ms", "--budget-ratio", "0.2", "--abort-errors", "25",
-		"--abort-p99", "900ms", "--abort-for", "2s", "--http2", "--insecure", "--seed", "9", "--knee", "--output", "json"},
+		"--abort-p99", "900ms", "--abort-for", "2s", "--http2", "--insecure", "--seed", "9", "--knee", "--no-confirm", "--output", "json"},
 		io.Discard, io.Discard)
 	if done {
 		t.Fatalf("exit %d", code)
@@ -268,7 +268,7 @@ func TestLoadFlags(t *testing.T) {
 		{"abort", c.Abort == loadgen.Abort{ErrorRate: 0.25, P99: 900 * time.Millisecond, For: 2 * time.Second}},
 		{"tls", c.HTTP2 && c.TLS != nil && c.TLS.InsecureSkipVerify},
 		{"seed", c.Seed == 9},
-		{"opts", o.knee && o.output == "json" && o.step == 3*time.Second && o.cooldown == 3*time.Second && !o.quiet},
+		{"opts", o.knee && o.noConfirm && o.output == "json" && o.step == 3*time.Second && o.cooldown == 3*time.Second && !o.quiet},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -277,7 +277,7 @@ func TestLoadFlags(t *testing.T) {
 	}
 	// Defaults: no TLS config, no retries, the step's default.
 	o, _, done = parseLoad([]string{"--url", "http://x/", "--rate", "5"}, io.Discard, io.Discard)
-	if done || o.cfg.TLS != nil || o.cfg.Client.Retry != loadgen.RetryNone || o.cfg.Client.Retries != 0 || o.step != 10*time.Second ||
+	if done || o.noConfirm || o.cfg.TLS != nil || o.cfg.Client.Retry != loadgen.RetryNone || o.cfg.Client.Retries != 0 || o.step != 10*time.Second ||
 		o.cfg.Timeout != time.Second || o.cfg.Targets[0].Method != http.MethodGet {
 		t.Errorf("defaults: %+v", o)
 	}
