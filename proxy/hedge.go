@@ -200,10 +200,13 @@ func (c *Cluster) hedgeLost(es *balancer.EndpointState, start, now float64, canc
 	}
 }
 
-// good reports whether a response head may win the race: it is not a
-// failure the route retries.
-func (hd *hedging) good(r *upstream.Response) bool {
-	return !hd.c.out.pass.Retryable(chain.Failure{Status: r.Head.Status, Replayable: true, After: -1})
+// good reports whether a response head may win the race.
+func (hd *hedging) good(r *upstream.Response) bool { return winsRace(hd.c.out.pass, r.Head.Status) }
+
+// winsRace reports whether an attempt's response head of status may win a
+// hedged exchange on both engines: it is not a failure the route retries.
+func winsRace(p *chain.Pass, status int) bool {
+	return !p.Retryable(chain.Failure{Status: status, Replayable: true, After: -1})
 }
 
 // cancelOthers cancels every attempt but hedge i (-1: but the first).

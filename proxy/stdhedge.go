@@ -142,7 +142,7 @@ func (x *stdRace) race(v *request.View, delay float64) *stdLeg {
 		case l := <-x.done:
 			pending--
 			l.late = win != nil || x.ctx.Err() != nil
-			if win == nil && l.err == nil && !x.t.pass.Retryable(chain.Failure{Status: l.status(), Replayable: true, After: -1}) {
+			if win == nil && l.err == nil && winsRace(x.t.pass, l.status()) {
 				win = l
 				for _, o := range x.legs {
 					if o != l {
