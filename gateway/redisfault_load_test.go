@@ -230,8 +230,11 @@ type stallMeter struct {
 	began      time.Time
 	stop, done chan struct{}
 
-	mu     sync.Mutex
-	stalls []stall
+	pinging sync.WaitGroup // watchRedis's goroutine
+
+	mu        sync.Mutex
+	stalls    []stall
+	redisLate []stall // PINGs of watchRedis that took the store timeout or more
 }
 
 // stall is one late wake-up: when (since began) and how late.
@@ -265,6 +268,7 @@ func (m *stallMeter) run() {
 func (m *stallMeter) Stop() {
 	close(m.stop)
 	<-m.done
+	m.pinging.Wait()
 }
 
 // worstIn returns the longest stall that overlapped [from, to].

@@ -109,6 +109,7 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 
 	var phase atomic.Int32
 	stalls := startStallMeter()
+	stalls.watchRedis(px.Addr(), func() bool { p := phase.Load(); return p == phaseHealthy || p == phaseBack })
 	pr := startProbe(lims.of("api"), g.clk.Now, &phase, stalls)
 	load := startFaultLoad(t, "http://"+g.Addr("web"), 300, stalls.began)
 	settle(t, reg, 5*time.Second)
@@ -136,7 +137,7 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 	pr.Stop()
 	stalls.Stop()
 
-	t.Logf("stalls of a sleeping goroutine: %s", stalls)
+	t.Logf("stalls of a sleeping goroutine: %s; PINGs to Redis at or over the store timeout while it was reachable: %d", stalls, stalls.redisSlow())
 	healthy := counts[phaseBlackHole].minus(counts[phaseHealthy])
 	after := counts[numPhases].minus(from)
 	// A store that fell back on its fail mode while Redis was up and
@@ -147,10 +148,10 @@ func TestRedisBlackHoledThenKilled(t *testing.T) {
 	t.Logf("decisions on Redis / by the fail mode: healthy %.0f / %.0f; from %v after Redis returned %.0f / %.0f; over the run %.0f with a breaker open",
 		healthy.decided, healthy.failMode, 2*faultRecovery, after.decided, after.failMode, counts[numPhases].breakerOpen)
 	if after.decided+after.failMode < 1000 {
-		stalls.enforce(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions, want ≥ 1000", after.decided+after.failMode)
+		stalls.enforceRedis(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions, want ≥ 1000", after.decided+after.failMode)
 	}
 	if after.decided < 0.99*(after.decided+after.failMode) {
-		stalls.enforce(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions on Redis, %.0f by the fail mode; want ≥ 99%% on Redis",
+		stalls.enforceRedis(t, fromAt, marks[numPhases], "from 2 × breaker open time after Redis returned: %.0f decisions on Redis, %.0f by the fail mode; want ≥ 99%% on Redis",
 			after.decided, after.failMode)
 	}
 	if counts[numPhases].breakerOpen == 0 {

@@ -22,7 +22,10 @@ import (
 func TestLoadPropose(t *testing.T) {
 	b := startBackend(t, "--workers", "4", "--service", "20ms")
 	code, stdout, stderr := loadRun(t, context.Background(), "--url", "http://"+b.addr+"/x", "--rate", "20,40", "--step", "1s",
-		"--max-send-lag", "100ms", // a busy machine's send lag would make the steps untrusted: not what this test checks
+		// A busy machine's send lag would make the steps untrusted, which
+		// is not what this test checks (scripts/stress saw a p99 of 107 ms
+		// in a 1 s step); latency counts from the intended send anyway.
+		"--max-send-lag", "1s",
 		"--quiet", "--propose", "--replicas", "2", "--route", "orders")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -47,7 +50,7 @@ func TestLoadPropose(t *testing.T) {
 	// To a file, with JSON lines on stdout.
 	file := filepath.Join(t.TempDir(), "p.yaml")
 	code, stdout, stderr = loadRun(t, context.Background(), "--url", "http://"+b.addr+"/", "--rate", "20", "--step", "1s",
-		"--max-send-lag", "100ms", "--quiet", "--propose", "--output", "json", "--propose-file", file)
+		"--max-send-lag", "1s", "--quiet", "--propose", "--output", "json", "--propose-file", file)
 	data, err := os.ReadFile(file)
 	if code != 0 || err != nil || strings.Contains(stdout, "# Proposed") {
 		t.Fatalf("exit %d, %v, stderr %q; stdout %q", code, err, stderr, stdout)

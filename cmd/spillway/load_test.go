@@ -74,7 +74,7 @@ func TestLoadKneeFindsBackendCapacity(t *testing.T) {
 	start := time.Now()
 	code, stdout, stderr := loadRun(t, context.Background(), "--url", "http://"+b.addr+"/", "--rate", "100:300:50",
 		"--step", "2s", "--knee", "--output", "json", "--svg", svg,
-		"--max-send-lag", "50ms") // under CPU hogs the lag passes 5 ms; the knee is judged on latency from the intended send anyway
+		"--max-send-lag", "1s") // under CPU hogs the lag passes 5 ms, even 100 ms; the knee is judged on latency from the intended send anyway
 
 	t.Logf("%v; stderr:\n%s", time.Since(start).Round(100*time.Millisecond), stderr)
 	if code != 0 {
