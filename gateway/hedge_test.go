@@ -25,6 +25,11 @@ type slowBackend struct {
 	addr                string
 	hold                atomic.Int64 // nanoseconds; a test may change it
 	requests, cancelled atomic.Int64
+	// first, when set, is shared by several backends: the request that
+	// takes it (the first to arrive at any of them) holds firstHold
+	// instead of hold.
+	first     *atomic.Bool
+	firstHold time.Duration
 }
 
 func startSlow(t *testing.T, name string, hold time.Duration) *slowBackend {
@@ -40,7 +45,11 @@ func startSlowOn(t *testing.T, name string, hold time.Duration, h2c bool) *slowB
 	b.hold.Store(int64(hold))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)
-		if hold := time.Duration(b.hold.Load()); hold > 0 {
+		hold := time.Duration(b.hold.Load())
+		if b.first != nil && b.first.CompareAndSwap(false, true) {
+			hold = b.firstHold
+		}
+		if hold > 0 {
 			tm := time.NewTimer(hold) // the backend's work, not a test's wait
 			defer tm.Stop()
 			select {
@@ -387,16 +396,19 @@ func TestHedgeClientGone(t *testing.T) {
 	}
 }
 
-// TestHedgeMaxHedges: max_hedges 2 over four endpoints that all take
-// 400 ms, hedging after 30 ms: one request reaches three of them (the
-// first attempt and two hedges), never the fourth; the two losers are
-// cancelled.
+// TestHedgeMaxHedges: max_hedges 2 over four endpoints, hedging after
+// 30 ms; the first request to arrive anywhere takes 400 ms, the others 5 s
+// (so the losers are still at work when the winner answers, however the
+// machine schedules them): one request reaches three of them (the first
+// attempt and two hedges), never the fourth; the two losers are cancelled.
 func TestHedgeMaxHedges(t *testing.T) {
 	noLeaks(t)
 	var bs []*slowBackend
 	var addrs []string
+	first := new(atomic.Bool)
 	for i := range 4 {
-		b := startSlow(t, fmt.Sprint("s", i), 400*time.Millisecond)
+		b := startSlow(t, fmt.Sprint("s", i), 5*time.Second)
+		b.first, b.firstHold = first, 400*time.Millisecond
 		bs, addrs = append(bs, b), append(addrs, b.addr)
 	}
 	g := start(t, hedgeConfig(`{attempts: 1, hedge: {delay: 30ms, max_hedges: 2}, budget: {ratio: 1, max: 1000}}`, addrs...))
