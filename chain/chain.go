@@ -202,7 +202,9 @@ func (c *Chain) admit(ctx context.Context, clk clock.Clock, now float64, v *requ
 	if g == nil || g.Gate == nil || c.cfg.Streaming {
 		return nil
 	}
-	p.client = clientHash(v)
+	if g.Gate.Limiter().Fair() { // else the limiter never reads it
+		p.client = clientHash(v)
+	}
 	if ref := g.admit(ctx, now, p); ref != nil {
 		p.release(now, 0)
 		if ref.Retry {

@@ -306,6 +306,10 @@ func (l *Limiter) admitInto(t *Ticket, now float64, c shed.Class, cost int, clie
 // class (with share 1) is admitted while fewer than this are in flight.
 func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 
+// Fair reports whether per-client fairness is on (Config.Fairness): only
+// then does a Request's Client count, so an adapter may leave it 0.
+func (l *Limiter) Fair() bool { return l.fair != nil }
+
 // InFlight returns the number of admitted requests whose Done has not been
 // called.
 func (l *Limiter) InFlight() int { return l.cl.InFlight() }

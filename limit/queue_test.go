@@ -302,6 +302,9 @@ func TestCost(t *testing.T) {
 func TestFairness(t *testing.T) {
 	l := mustLimiter(t, mustFixed(t, 10), limit.LimiterConfig{Shares: oneClass,
 		Fairness: limit.FairnessConfig{Slots: 64, Pressure: 0.5}})
+	if off := mustLimiter(t, mustFixed(t, 10), limit.LimiterConfig{Shares: oneClass}); !l.Fair() || off.Fair() {
+		t.Fatalf("Fair: %v with fairness, %v without; want true, false", l.Fair(), off.Fair())
+	}
 	const heavy, light = 1, 2
 	var ts [5]limit.Ticket
 	for i := range ts { // below pressure: no check

@@ -58,7 +58,8 @@ type Joint interface {
 type JointKeyed interface {
 	Keyed
 	// Joint returns the Joint that decides this store's requests with
-	// others; stores with the same Joint may share a decision.
+	// others; stores with the same Joint may share a decision. It is the
+	// same for the store's whole life (httplimit reads it once per rule).
 	Joint() Joint
 }
 

@@ -28,8 +28,14 @@ type conn struct {
 	// follow are reported as KindCanceled.
 	canceled atomic.Bool
 
-	idleTimer *time.Timer // fires expire; stopped while in use
-	idleSince time.Time   // guarded by pool.mu
+	// idleTimer fires expire. It is armed when c goes idle and no firing
+	// is pending (armed), and left pending while c is in use: expire then
+	// leaves it unarmed, or re-arms it for what is left of a later idle
+	// time, so that a busy connection costs no timer operation per
+	// exchange.
+	idleTimer *time.Timer
+	armed     bool      // guarded by pool.mu
+	idleSince time.Time // guarded by pool.mu
 
 	// raw is the TCP socket under nc, for peerGone's peek; nil when nc has
 	// none. peekFn is c.peek as a func value, made once.

@@ -16,7 +16,8 @@ import (
 // operations per request (no dial, close or I/O under it).
 //
 // Bounds: at most MaxIdle idle connections, each closed after IdleTimeout
-// (a timer per connection, armed when it goes idle); at most MaxConns open
+// (a timer per connection, armed when it goes idle unless already pending,
+// re-armed when it fires early); at most MaxConns open
 // when set, RoundTrips beyond waiting in FIFO order up to ConnectTimeout
 // (the waiters are the callers themselves, so their number is bounded by
 // the engine's concurrency).
@@ -163,7 +164,6 @@ func (p *Pool) popIdleLocked(fresh bool) (c *conn, idleFor time.Duration, evict 
 	c = p.idle[n-1]
 	p.idle[n-1] = nil
 	p.idle = p.idle[:n-1]
-	c.idleTimer.Stop()
 	if idleFor = time.Since(c.idleSince); fresh || idleFor >= p.cfg.IdleTimeout {
 		p.open--
 		return nil, 0, c
@@ -260,7 +260,10 @@ func (p *Pool) release(c *conn, reuse bool) {
 		if len(p.idle) < p.cfg.MaxIdle {
 			c.idleSince = time.Now()
 			p.idle = append(p.idle, c)
-			c.idleTimer.Reset(p.cfg.IdleTimeout)
+			if !c.armed { // else expire, when it fires, re-arms it for the rest
+				c.idleTimer.Reset(p.cfg.IdleTimeout)
+				c.armed = true
+			}
 			p.mu.Unlock()
 			return
 		}
@@ -287,9 +290,12 @@ func (p *Pool) dropSlotLocked() {
 }
 
 // expire closes c when its idle timer fires and it is still idle since
-// IdleTimeout (it may have been taken and released again meanwhile).
+// IdleTimeout. It may have been taken and released again meanwhile: in
+// use, it is left for its release to arm the timer; idle for less, the
+// timer is armed for the rest of IdleTimeout.
 func (p *Pool) expire(c *conn) {
 	p.mu.Lock()
+	c.armed = false
 	i := -1
 	for j, x := range p.idle {
 		if x == c {
@@ -297,7 +303,13 @@ func (p *Pool) expire(c *conn) {
 			break
 		}
 	}
-	if i < 0 || time.Since(c.idleSince) < p.cfg.IdleTimeout {
+	if i < 0 {
+		p.mu.Unlock()
+		return
+	}
+	if idleFor := time.Since(c.idleSince); idleFor < p.cfg.IdleTimeout {
+		c.idleTimer.Reset(p.cfg.IdleTimeout - idleFor)
+		c.armed = true
 		p.mu.Unlock()
 		return
 	}

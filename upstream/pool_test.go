@@ -107,6 +107,87 @@ func TestIdleTimeoutCloses(t *testing.T) {
 	}
 }
 
+// A connection's idle timer stays pending while the connection is reused
+// (no timer operation per exchange): one that fires while the connection
+// is in use leaves it open, and the connection is still closed
+// IdleTimeout after its last release, not before.
+func TestIdleTimeoutAfterReuse(t *testing.T) {
+	checkLeaks(t)
+	closed := make(chan time.Time, 1)
+	b := newBackend(t, func(c net.Conn) {
+		canned(okHello)(c)
+		closed <- time.Now()
+	})
+	const idle = 100 * time.Millisecond
+	p := NewPool(b.addr(), Config{IdleTimeout: idle})
+	defer p.Close()
+	if _, _, err := do(t, p, get("GET", "/")); err != nil {
+		t.Fatal(err)
+	}
+	var resp Response // the same connection, held in use past its first IdleTimeout
+	if err := p.RoundTrip(context.Background(), get("GET", "/"), &resp); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * idle) // lets the timer armed by the first release fire (if the machine runs it)
+	select {
+	case <-closed:
+		t.Fatal("the connection was closed while in use")
+	default:
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	resp.Close()
+	select {
+	case at := <-closed:
+		if d := at.Sub(released); d < idle {
+			t.Errorf("closed %v after its last release, before IdleTimeout %v", d, idle)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reused connection was not closed within 5 s of a 100 ms IdleTimeout")
+	}
+	if s := p.Stats(); s.Dials != 1 || s.Reused != 1 {
+		t.Errorf("Stats = %+v, want 1 dial, 1 reuse", s)
+	}
+}
+
+// Reused within IdleTimeout, again and again, a connection is closed
+// IdleTimeout after its last release: the timer armed by an earlier
+// release, firing early, is re-armed for the rest.
+func TestIdleTimeoutReArmed(t *testing.T) {
+	checkLeaks(t)
+	closed := make(chan time.Time, 1)
+	b := newBackend(t, func(c net.Conn) {
+		canned(okHello)(c)
+		closed <- time.Now()
+	})
+	const idle = 500 * time.Millisecond
+	p := NewPool(b.addr(), Config{IdleTimeout: idle})
+	defer p.Close()
+	var released time.Time
+	for i := 0; i < 4; i++ {
+		released = time.Now()
+		if _, _, err := do(t, p, get("GET", "/")); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			time.Sleep(idle / 4)
+		}
+	}
+	if s := p.Stats(); s.Dials != 1 {
+		t.Skipf("the machine stalled past IdleTimeout between requests (%+v)", s)
+	}
+	select {
+	case at := <-closed:
+		if d := at.Sub(released); d < idle {
+			t.Errorf("closed %v after the last request began, before IdleTimeout %v", d, idle)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection was not closed within 5 s of a 500 ms IdleTimeout")
+	}
+}
+
 // closingBackend answers each connection's first request with keep-alive,
 // then closes it: every idle connection the pool keeps goes stale.
 func closingBackend(t *testing.T) *backend {

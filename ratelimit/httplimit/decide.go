@@ -66,14 +66,11 @@ func (d *decisions) decide(ctx context.Context, now float64, i int) {
 		return
 	}
 	it := &d.items[i]
-	var j ratelimit.Joint
-	if jk, ok := it.Store.(ratelimit.JointKeyed); ok {
-		j = jk.Joint()
-	}
+	j := d.rules[i].joint // resolved when the rule was compiled
 	d.group = d.group[:0]
 	if j != nil {
 		for k := i; k < len(d.items); k++ {
-			if jk, ok := d.items[k].Store.(ratelimit.JointKeyed); ok && !d.decided[k] && jk.Joint() == j {
+			if !d.decided[k] && d.rules[k].joint == j {
 				d.group = append(d.group, k)
 			}
 		}
@@ -151,7 +148,11 @@ func (l *Limiter) run(ctx context.Context, now float64, s *ruleSet, ds *decision
 // keys and costs, in rule order.
 func (l *Limiter) matching(s *ruleSet, in *incoming, ds *decisions) {
 	for _, ru := range s.rules {
-		route, ok := ru.Match.Matches(in.method, in.path)
+		path := "" // Matches reads it only when the rule names paths
+		if len(ru.Match.Paths) > 0 {
+			path = in.cleanPath()
+		}
+		route, ok := ru.Match.Matches(in.method, path)
 		if !ok {
 			continue
 		}
@@ -213,7 +214,7 @@ func (l *Limiter) logShadow(ctx context.Context, ru *rule, now float64, key stri
 	}
 	l.log.LogAttrs(ctx, slog.LevelInfo, "ratelimit: shadow rule would refuse",
 		slog.String("rule", ru.ID), slog.String("key", key), slog.String("method", in.method),
-		slog.String("path", in.path), slog.Float64("retry_after", d.RetryAfter), slog.Uint64("suppressed", dropped))
+		slog.String("path", in.cleanPath()), slog.Float64("retry_after", d.RetryAfter), slog.Uint64("suppressed", dropped))
 }
 
 func (l *Limiter) logStoreError(ru *rule, now float64, key string, err error) {

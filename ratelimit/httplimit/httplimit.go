@@ -161,6 +161,7 @@ type ruleSet struct {
 type rule struct {
 	rules.Rule
 	store    ratelimit.Keyed
+	joint    ratelimit.Joint         // store's, read once here (nil: not a JointKeyed)
 	hot      *ratelimit.HeavyHitters // nil unless Config.HotKeys
 	queue    bool                    // leaky queue: admitted requests wait Decision.Delay
 	policy   string                  // RateLimit-Policy item
@@ -408,6 +409,14 @@ func (l *Limiter) newStore(r rules.Rule) (ratelimit.Keyed, error) {
 	return ratelimit.NewMemory(r.Spec, ratelimit.MemoryConfig{})
 }
 
+// jointOf is store's Joint; nil when it is not a ratelimit.JointKeyed.
+func jointOf(store ratelimit.Keyed) ratelimit.Joint {
+	if jk, ok := store.(ratelimit.JointKeyed); ok {
+		return jk.Joint()
+	}
+	return nil
+}
+
 func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
 	r.Key = append([]rules.KeyPart(nil), r.Key...)
 	r.Match.Methods = append([]string(nil), r.Match.Methods...)
@@ -422,6 +431,7 @@ func (l *Limiter) compile(r rules.Rule, store ratelimit.Keyed) *rule {
 		c:        l.metrics.counters(r.ID),
 		gate:     ratelimit.NewLogGate(l.cfg.LogsPerSecond),
 		hot:      l.hotKeysLocked(r.ID),
+		joint:    jointOf(store),
 
 		reasonLimited: "ratelimit:" + r.ID,
 		reasonUnavail: "ratelimit-unavailable:" + r.ID,

@@ -17,9 +17,13 @@ type incoming struct {
 	hr     *http.Request // Handler's request; nil for a View
 	view   *request.View // Check's request; nil for an *http.Request
 	method string
-	path   string   // percent-decoded and cleaned
-	route  string   // the "route" part when the matched rule names no pattern
-	cache  *ipCache // the verdict's
+	// path is the request's path, percent-decoded (a View's) and cleaned
+	// once a rule asks for it (cleanPath): clean false, it is raw, as
+	// received.
+	path  string
+	clean bool
+	route string   // the "route" part when the matched rule names no pattern
+	cache *ipCache // the verdict's
 	// ip is the "ip" key part; ipState 0 not computed, 1 present, -1
 	// missing.
 	ip      string
@@ -32,22 +36,34 @@ type incoming struct {
 
 func (in *incoming) fromHTTP(r *http.Request, cache *ipCache) {
 	in.hr, in.method, in.route, in.cache = r, r.Method, r.Pattern, cache
-	in.path = rules.CleanPath(r.URL.Path)
+	in.path = r.URL.Path
 }
 
-// fromView fills in from v. Its path is decoded as net/http decodes a
-// request's (url.PathUnescape; allocating only when there is an escape),
-// so that "/l%6Fgin" meets the rules of "/login" under both engines; a
-// malformed escape, which net/http refuses with 400, is left as received.
+// fromView fills in from v.
 func (in *incoming) fromView(v *request.View, route string, cache *ipCache) {
 	in.view, in.method, in.route, in.cache = v, v.Method, route, cache
-	p := v.Path
-	if strings.IndexByte(p, '%') >= 0 {
+	in.path = v.Path
+}
+
+// cleanPath returns the request's path as the rules match it, computed
+// the first time a rule asks (most rules name no path: their requests
+// skip the work). An *http.Request's path is decoded already; a View's is
+// decoded here as net/http decodes a request's (url.PathUnescape;
+// allocating only when there is an escape), so that "/l%6Fgin" meets the
+// rules of "/login" under both engines; a malformed escape, which
+// net/http refuses with 400, is left as received.
+func (in *incoming) cleanPath() string {
+	if in.clean {
+		return in.path
+	}
+	p := in.path
+	if in.view != nil && strings.IndexByte(p, '%') >= 0 {
 		if u, err := url.PathUnescape(p); err == nil {
 			p = u
 		}
 	}
-	in.path = rules.CleanPath(p)
+	in.path, in.clean = rules.CleanPath(p), true
+	return in.path
 }
 
 // reset clears in for the pool, keeping its line buffer and collector.

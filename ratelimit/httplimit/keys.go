@@ -69,7 +69,7 @@ func (l *Limiter) part(s *ruleSet, p rules.KeyPart, in *incoming, route string) 
 	case rules.PartMethod:
 		return in.method, in.method != ""
 	case rules.PartPath:
-		return in.path, true
+		return in.cleanPath(), true
 	case rules.PartRoute:
 		if route == "" {
 			route = in.route
