@@ -275,8 +275,13 @@ func (m *stallMeter) Stop() {
 func (m *stallMeter) worstIn(from, to time.Duration) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return worstOf(m.stalls, from, to)
+}
+
+// worstOf returns the latest of the stalls that overlapped [from, to].
+func worstOf(stalls []stall, from, to time.Duration) time.Duration {
 	var worst time.Duration
-	for _, s := range m.stalls {
+	for _, s := range stalls {
 		if s.at >= from && s.at-s.late <= to {
 			worst = max(worst, s.late)
 		}

@@ -63,13 +63,7 @@ func (m *stallMeter) watchRedis(addr string, reachable func() bool) {
 func (m *stallMeter) redisWorstIn(from, to time.Duration) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var worst time.Duration
-	for _, s := range m.redisLate {
-		if s.at >= from && s.at-s.late <= to {
-			worst = max(worst, s.late)
-		}
-	}
-	return worst
+	return worstOf(m.redisLate, from, to)
 }
 
 // redisSlow counts the recorded PINGs.
