@@ -73,11 +73,7 @@ func TestMaxIdle(t *testing.T) {
 
 func TestIdleTimeoutCloses(t *testing.T) {
 	checkLeaks(t)
-	closed := make(chan time.Time, 1)
-	b := newBackend(t, func(c net.Conn) {
-		canned(okHello)(c)
-		closed <- time.Now()
-	})
+	b, closed := closeTimedBackend(t)
 	const idle = 100 * time.Millisecond
 	p := NewPool(b.addr(), Config{IdleTimeout: idle})
 	defer p.Close()
@@ -113,11 +109,7 @@ func TestIdleTimeoutCloses(t *testing.T) {
 // IdleTimeout after its last release, not before.
 func TestIdleTimeoutAfterReuse(t *testing.T) {
 	checkLeaks(t)
-	closed := make(chan time.Time, 1)
-	b := newBackend(t, func(c net.Conn) {
-		canned(okHello)(c)
-		closed <- time.Now()
-	})
+	b, closed := closeTimedBackend(t)
 	const idle = 100 * time.Millisecond
 	p := NewPool(b.addr(), Config{IdleTimeout: idle})
 	defer p.Close()
@@ -157,11 +149,7 @@ func TestIdleTimeoutAfterReuse(t *testing.T) {
 // release, firing early, is re-armed for the rest.
 func TestIdleTimeoutReArmed(t *testing.T) {
 	checkLeaks(t)
-	closed := make(chan time.Time, 1)
-	b := newBackend(t, func(c net.Conn) {
-		canned(okHello)(c)
-		closed <- time.Now()
-	})
+	b, closed := closeTimedBackend(t)
 	const idle = 500 * time.Millisecond
 	p := NewPool(b.addr(), Config{IdleTimeout: idle})
 	defer p.Close()
@@ -294,11 +282,7 @@ func TestMaxConnsHandsOverOnRelease(t *testing.T) {
 
 func TestClosedPoolRefuses(t *testing.T) {
 	checkLeaks(t)
-	closed := make(chan time.Time, 1)
-	b := newBackend(t, func(c net.Conn) {
-		canned(okHello)(c)
-		closed <- time.Now()
-	})
+	b, closed := closeTimedBackend(t)
 	p := NewPool(b.addr(), Config{})
 	if _, _, err := do(t, p, get("GET", "/")); err != nil {
 		t.Fatal(err)
@@ -373,4 +357,15 @@ func TestStrayBytes(t *testing.T) {
 		}
 		p.Close()
 	}
+}
+
+// closeTimedBackend answers okHello on each connection and then says on
+// closed when the connection ended (the pool closed it).
+func closeTimedBackend(t *testing.T) (*backend, <-chan time.Time) {
+	closed := make(chan time.Time, 1)
+	b := newBackend(t, func(c net.Conn) {
+		canned(okHello)(c)
+		closed <- time.Now()
+	})
+	return b, closed
 }
