@@ -15,7 +15,11 @@
 //     reads what either side sends, and drops it, as a black-holed route
 //     drops packets. Existing connections stall as new ones do. A
 //     connection that carried bytes during a black hole has lost them; its
-//     client must give it up (as clients do after a timeout).
+//     client must give it up (as clients do after a timeout). A
+//     connection whose target closed or reset its side during a black
+//     hole learns it when its client next sends after the black hole: the
+//     proxy resets it then, as a host answers a packet for a socket it no
+//     longer has.
 //   - Reset resets every connection (SO_LINGER 0, then close: an RST),
 //     the existing ones at once and each new one as it is accepted; the
 //     target's side is reset too.
@@ -133,14 +137,20 @@ type Stats struct {
 	Active   int   // connections open now
 	Dropped  int64 // bytes read and dropped by BlackHole
 	Resets   int64 // connections reset
+	Gone     int   // open connections whose target's side ended in a black hole
 }
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
-	active := len(p.conns)
+	active, gone := len(p.conns), 0
+	for l := range p.conns {
+		if l.gone.Load() {
+			gone++
+		}
+	}
 	p.mu.Unlock()
-	return Stats{Accepted: p.accepted.Load(), Active: active, Dropped: p.dropped.Load(), Resets: p.resets.Load()}
+	return Stats{Accepted: p.accepted.Load(), Active: active, Dropped: p.dropped.Load(), Resets: p.resets.Load(), Gone: gone}
 }
 
 // set switches the mode: it closes or reopens the listener as the mode

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,11 @@ type link struct {
 	server net.Conn
 	once   sync.Once
 	done   chan struct{} // closed when the link is closed or reset
+	// gone: the server's side ended while black-holed, so its end was
+	// not passed on; the client learns it when it next sends after the
+	// black hole (forward resets the link), as a host answers a packet
+	// for a socket it no longer has with an RST.
+	gone atomic.Bool
 }
 
 // handle connects c to the target and pumps both ways until both are done.
@@ -74,6 +80,10 @@ func (l *link) pump(src, dst net.Conn) {
 			l.close()
 			return
 		}
+		if err != nil && src == l.server && l.p.state.Load().mode == BlackHole {
+			l.gone.Store(true)
+			return
+		}
 		if err == io.EOF {
 			if l.p.state.Load().mode != BlackHole {
 				closeWrite(dst)
@@ -96,6 +106,12 @@ func (l *link) forward(dst net.Conn, b []byte) bool {
 		return true
 	case Reset:
 		return false
+	}
+	if dst == l.server && l.gone.Load() {
+		l.reset()
+		return false
+	}
+	switch s.mode {
 	case Delay:
 		t := time.NewTimer(s.delay)
 		select {

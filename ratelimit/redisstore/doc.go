@@ -141,6 +141,14 @@
 // and Close, for the client's ReadTimeout (3 s by default). Callers are not
 // held either way: each gives up at its own Timeout.
 //
+// A round trip whose pooled connection turns out dead — closed or reset by
+// the peer, as every connection opened before a Redis restart is — is sent
+// again at once on the pool's next idle connection, then once on a fresh
+// one, while its callers wait: a restart costs no decision, and does not
+// open the breakers again as Redis returns. A fresh connection that dies
+// too fails the round trip. If Redis ran the script and died before
+// answering, the retry spends the request's tokens twice (the strict side).
+//
 // What a failed decision means for the request — serve (fail open, with a
 // loose local floor) or refuse (fail closed, 503) — and the circuit breaker
 // that stops calling a dead Redis are ratelimit.Guarded's job: wrap the

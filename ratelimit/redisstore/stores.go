@@ -226,8 +226,9 @@ func NewStores(client redis.UniversalClient, cfg StoresConfig) (*Stores, error) 
 // Warm readies Redis for the first decisions, so that they do not spend
 // their Timeout on set-up: it loads the decision script (SCRIPT LOAD; on a
 // Cluster, on every master) and opens a connection for each worker (one
-// PING each, at once). Decisions work without it (the first ones load the
-// script after a NOSCRIPT reply and dial their connections). It returns
+// PING each, at once, in a pipeline, as decisions are sent). Decisions
+// work without it (the first ones load the script after a NOSCRIPT reply
+// and dial their connections). It returns
 // the first error, wrapping ratelimit.ErrStoreUnavailable; ctx bounds it.
 func (s *Stores) Warm(ctx context.Context) error {
 	if err := s.client.ScriptLoad(ctx, theScript.src).Err(); err != nil {
@@ -235,7 +236,7 @@ func (s *Stores) Warm(ctx context.Context) error {
 	}
 	errs := make(chan error, s.eng.workers)
 	for range s.eng.workers {
-		go func() { errs <- s.client.Ping(ctx).Err() }()
+		go func() { errs <- warmPipeline(ctx, s.client) }()
 	}
 	var first error
 	for range s.eng.workers {
@@ -244,6 +245,14 @@ func (s *Stores) Warm(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// warmPipeline sends one PING in a pipeline: decisions go in pipelines,
+// which take their connections from a pool of their own (go-redis's
+// pipeline pool), so that is the pool to open them in.
+func warmPipeline(ctx context.Context, c redis.UniversalClient) error {
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() })
+	return err
 }
 
 // nopKeyed stands in for a global store while a lease configuration is
