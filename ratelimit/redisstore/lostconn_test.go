@@ -25,24 +25,38 @@ func outageStore(t *testing.T, n int) (*redistest.Server, *faultproxy.Proxy, *St
 
 // outageClient is a client of Redis srv through fault proxy px with the
 // gateway's options (no go-redis retries, the context's deadline), whose
-// pool holds n idle connections, all opened through px.
+// pipeline pool (of n) holds n idle connections, all opened through px.
+// Rounds of n pipelines that each block 1 s in Redis fill it: the
+// pipelines of a round overlap unless the machine holds their goroutines
+// back, and the pool only grows.
 func outageClient(t *testing.T, px *faultproxy.Proxy, n int) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true,
-		DialTimeout: time.Second, PoolSize: 2 * n})
+		DialTimeout: time.Second, PoolSize: n, PipelinePoolSize: n})
 	t.Cleanup(func() { c.Close() })
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() { errs <- warmPipeline(context.Background(), c) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		must(t, err)
-	}
-	if idle := idlePipelineConns(c); idle != uint32(n) {
-		t.Fatalf("%d idle connections after %d concurrent pipelines, want %d", idle, n, n)
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); idlePipelineConns(c) < uint32(n); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections after 30 s of rounds of %d pipelines, want %d", idlePipelineConns(c), n, n)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					return p.BLPop(ctx, time.Second, "lostconn:none").Err()
+				})
+				if errors.Is(err, redis.Nil) {
+					err = nil
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			must(t, err)
+		}
 	}
 	return c
 }
