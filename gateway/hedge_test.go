@@ -237,9 +237,11 @@ func TestHedgeEngines(t *testing.T) {
 
 // TestHedgeNotWithBody: a POST, and a PUT with a body, are never hedged,
 // over HTTP/1.1 or h2c (not idempotent; a body would have to be sent twice
-// at once): the one that round robin sends to the slow endpoint (400 ms)
-// waits for it. A GET on the same route is hedged, so the route does
-// hedge.
+// at once): one that round robin sends to the slow endpoint (400 ms) waits
+// for it. Requests are sent until one has been answered by each endpoint
+// (round robin alternates; at most 6, as another pick now and then may
+// shift the rotation by one). A GET on the same route is hedged, so the
+// route does hedge.
 func TestHedgeNotWithBody(t *testing.T) {
 	noLeaks(t)
 	slow, fast := startSlow(t, "slow", 400*time.Millisecond), startSlow(t, "fast", 0)
@@ -249,7 +251,7 @@ func TestHedgeNotWithBody(t *testing.T) {
 	for _, m := range []struct{ method, body string }{{"POST", ""}, {"POST", "abc"}, {"PUT", "abc"}} {
 		for _, cc := range []*http.Client{c, h2cClient(t)} { // both engines
 			got := map[string]int{}
-			for range 2 { // round robin: one of two goes to each endpoint
+			for i := 0; i < 6 && (got["slow"] == 0 || got["fast"] == 0); i++ {
 				code, body, took := timedGet(t, cc, m.method, url, m.body)
 				if code != 200 {
 					t.Fatalf("%s: %d", m.method, code)
@@ -259,8 +261,8 @@ func TestHedgeNotWithBody(t *testing.T) {
 					t.Errorf("%s to the slow endpoint answered in %v", m.method, took)
 				}
 			}
-			if got["slow"] != 1 || got["fast"] != 1 {
-				t.Errorf("%s body %q: answers %v, want one from each endpoint (none hedged)", m.method, m.body, got)
+			if got["slow"] == 0 || got["fast"] == 0 {
+				t.Errorf("%s body %q: answers %v, want some from each endpoint (none hedged)", m.method, m.body, got)
 			}
 		}
 	}
