@@ -228,8 +228,8 @@ func NewStores(client redis.UniversalClient, cfg StoresConfig) (*Stores, error) 
 // Cluster, on every master) and opens a connection for each worker (one
 // PING each, at once, in a pipeline, as decisions are sent). Decisions
 // work without it (the first ones load the script after a NOSCRIPT reply
-// and dial their connections). It returns
-// the first error, wrapping ratelimit.ErrStoreUnavailable; ctx bounds it.
+// and dial their connections). It returns the first error, wrapping
+// ratelimit.ErrStoreUnavailable; ctx bounds it.
 func (s *Stores) Warm(ctx context.Context) error {
 	if err := s.client.ScriptLoad(ctx, theScript.src).Err(); err != nil {
 		return fmt.Errorf("%w: %w", ratelimit.ErrStoreUnavailable, err)
