@@ -21,7 +21,7 @@ func TestBadFiles(t *testing.T) {
 		want     []string
 	}{
 		{"unknown field", head + "    adress: x\n" + tail,
-			[]string{`f.yaml:4:5: listeners[0]: unknown field "adress" (want name, address, protocol, cluster, routes, tls, http2, trusted_proxies, limits, proxy_protocol, reason_header)`}},
+			[]string{`f.yaml:4:5: listeners[0]: unknown field "adress" (want name, address, protocol, cluster, routes, tls, http2, http2_engine, trusted_proxies, limits, proxy_protocol, reason_header)`}},
 		{"unknown top-level field", "version: 1\nlistener: []\n",
 			[]string{`f.yaml:1:1: missing listeners (Where the gateway accepts connections; at least one)`,
 				`f.yaml:2:1: unknown field "listener" (want version, admin, listeners, routes, clusters, drain, reload, overload, ratelimit)`}},

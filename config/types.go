@@ -68,6 +68,7 @@ type Listener struct {
 	Routes         []string     `yaml:"routes" doc:"Names of the routes this http listener serves, in the routes' file order; absent: every route." kind:"name"`
 	TLS            *ListenerTLS `yaml:"tls" doc:"TLS termination; absent: plaintext."`
 	HTTP2          bool         `yaml:"http2" doc:"Serve HTTP/2: h2 through ALPN with TLS, h2c with prior knowledge without (the h2c Upgrade header is never honoured)." default:"true"`
+	HTTP2Engine    string       `yaml:"http2_engine" doc:"The HTTP/2 server: wire (Spillway's own, on x/net's framer and HPACK: no goroutine per stream) or std (x/net/http2's server). Both forward through the same path; std is there to fall back on." default:"wire" enum:"wire,std"`
 	TrustedProxies []string     `yaml:"trusted_proxies" doc:"Peers (IP addresses or CIDR prefixes) whose X-Forwarded-* and Forwarded headers are kept and extended; from any other peer they are replaced." kind:"cidr"`
 	Limits         Limits       `yaml:"limits" doc:"Protection against slow and oversized clients."`
 	ProxyProtocol  *ProxyProto  `yaml:"proxy_protocol" doc:"Accept a PROXY protocol (v1 or v2) header from the listed peers (a load balancer in front), so the client's address is the one it sends; absent: never."`

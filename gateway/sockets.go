@@ -229,7 +229,7 @@ func (g *Gateway) newHTTP(l *config.Listener, gen *generation) *proxy.Server {
 		HeaderTimeout: lim.HeaderTimeout.D(), IdleTimeout: lim.IdleTimeout.D(),
 		BodyTimeout: lim.BodyInactivity.D(), SendTimeout: lim.BodyInactivity.D(),
 		Limits:         httpwire.Limits{MaxHeaderBytes: int(lim.MaxHeaderBytes), MaxFields: lim.MaxHeaderCount},
-		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, // limits.max_connections: the listener's gate
+		TrustedProxies: l.TrustedPrefixes(), HTTP2: l.HTTP2, H2Engine: l.HTTP2Engine, // limits.max_connections: the listener's gate
 		MaxConnAge: lim.MaxAge.D(), MaxConnAgeJitter: lim.MaxAgeJitter, AgeGrace: gen.cfg.Drain.Timeout.D(),
 		Clock: g.clk, Logger: g.log, AccessLog: g.opts.AccessLog, OmitReason: !l.ReasonHeader,
 	}, gen.routers[l.Name])

@@ -264,7 +264,9 @@ func (c *Conn) goAway() {
 	last := c.lastID
 	c.mu.Unlock()
 	c.lockWrite()
-	if c.werr == nil {
+	if !c.prefaced {
+		c.lateGoAway = true // writePreface sends it after our SETTINGS
+	} else if c.werr == nil {
 		c.werr = c.fr.WriteGoAway(last, http2.ErrCodeNo, nil)
 	}
 	c.unlockWrite(true)

@@ -54,7 +54,7 @@ func (c *Conn) processData(f *http2.DataFrame) error {
 		st.remoteEnded = true
 		c.releaseLocked(st)
 	}
-	st.wakeUp()
+	st.wakeRead()
 	c.mu.Unlock()
 	c.writeWindowUpdates(0, 0, cinc)
 	return nil
@@ -74,7 +74,7 @@ func (c *Conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 			for _, st := range c.streams {
 				if st.waitingConn {
 					st.waitingConn = false
-					st.wakeUp()
+					st.wakeWrite()
 				}
 			}
 			c.connWaiters = 0
@@ -92,7 +92,7 @@ func (c *Conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 	}
 	st.sendWindow += inc
-	st.wakeUp()
+	st.wakeWrite()
 	return nil
 }
 
@@ -185,7 +185,7 @@ func (c *Conn) applySetting(s http2.Setting) error {
 		}
 		for _, st := range c.streams {
 			st.sendWindow += delta
-			st.wakeUp()
+			st.wakeWrite()
 		}
 		c.peerInitial = int32(s.Val)
 	}

@@ -295,7 +295,7 @@ func (c *Conn) processHeaders(f *http2.HeadersFrame) error {
 // start registers st and hands it to a worker.
 func (c *Conn) start(st *Stream, end bool) error {
 	c.mu.Lock()
-	st.recvWindow, st.sendWindow, st.remoteEnded = c.cfg.StreamWindow, c.peerInitial, end
+	st.recvWindow, st.sendWindow, st.remoteEnded, st.noBody = c.cfg.StreamWindow, c.peerInitial, end, end
 	st.slot = true
 	c.streams[st.id] = st
 	c.open++
@@ -346,7 +346,7 @@ func (c *Conn) processTrailers(f *http2.HeadersFrame, id uint32, st *Stream, end
 	}
 	st.remoteEnded = true
 	c.releaseLocked(st)
-	st.wakeUp()
+	st.wakeRead()
 	c.mu.Unlock()
 	return nil
 }

@@ -131,11 +131,16 @@ func (st *Stream) reserve(want int) (int, error) {
 			flushed = true
 			continue
 		}
-		if !st.waitLocked(c.cfg.WriteTimeout) && st.err == nil &&
+		d, own := st.waitFor(c.cfg.WriteTimeout, &st.writeDL)
+		if d <= 0 || !st.waitLocked(st.wwake, &st.wtimer, d) && st.err == nil &&
 			min(int(st.sendWindow), int(c.sendWindow)) <= 0 {
 			c.mu.Unlock()
-			st.resetCode(http2.ErrCodeCancel, ErrWriteTimeout)
-			return 0, ErrWriteTimeout
+			err := ErrWriteTimeout
+			if own {
+				err = ErrDeadline
+			}
+			st.resetCode(http2.ErrCodeCancel, err)
+			return 0, err
 		}
 		flushed = false // what others wrote meanwhile may wait in the buffer
 	}

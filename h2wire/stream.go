@@ -2,7 +2,9 @@ package h2wire
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,11 @@ var (
 	ErrWriteTimeout = errors.New("h2wire: flow-control window wait timeout")
 	// ErrBodyLength: the DATA did not add up to the request's content-length.
 	ErrBodyLength = errors.New("h2wire: request body does not match content-length")
+	// ErrDeadline: a deadline set by SetReadDeadline or SetWriteDeadline
+	// passed; it wraps os.ErrDeadlineExceeded.
+	ErrDeadline = fmt.Errorf("h2wire: stream deadline: %w", os.ErrDeadlineExceeded)
+	// ErrBodyClosed: a Read after CloseRead.
+	ErrBodyClosed = errors.New("h2wire: read of a closed request body")
 	// ErrStreamEnded: a write after the response's end.
 	ErrStreamEnded = errors.New("h2wire: write after the end of the response")
 	// ErrHeadersWritten: WriteHeaders after the final headers.
@@ -72,16 +79,28 @@ type Stream struct {
 	slot        bool // counts among the concurrent streams
 	doneCh      chan struct{}
 	doneClosed  bool
+	readClosed  bool   // CloseRead was called
+	afterDone   func() // see AfterDone
+	noBody      bool   // END_STREAM came with the request's HEADERS (set before the handler runs)
 
 	reset atomic.Bool // no frame may be written on the stream any more
 
+	// Deadlines of SetReadDeadline and SetWriteDeadline, in Unix
+	// nanoseconds (0: none).
+	readDL, writeDL atomic.Int64
+
 	// The worker's own.
 	wroteHeaders, ended bool
-	wake                chan struct{} // capacity 1
-	timer               *time.Timer
+	// A Read and a Write may wait at the same time (a request body read by
+	// one goroutine while another writes the response): each has its own
+	// wakeup (capacity 1) and timer.
+	rwake, wwake   chan struct{}
+	rtimer, wtimer *time.Timer
 }
 
-var streamPool = sync.Pool{New: func() any { return &Stream{wake: make(chan struct{}, 1)} }}
+var streamPool = sync.Pool{New: func() any {
+	return &Stream{rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+}}
 
 // newStream returns a clean Stream for id on c.
 func newStream(c *Conn, id uint32) *Stream {
@@ -106,13 +125,14 @@ func (st *Stream) recycle() {
 	if st.doneClosed {
 		ch = nil
 	}
-	select {
-	case <-st.wake:
-	default:
-	}
+	drain(st.rwake)
+	drain(st.wwake)
+	rw, ww, rt, wt := st.rwake, st.wwake, st.rtimer, st.wtimer
+	st.readDL.Store(0)
+	st.writeDL.Store(0)
 	*st = Stream{
 		reqHead:  reqHead{fields: fields, arena: arena},
-		trailers: st.trailers[:0], buf: st.buf[:0], doneCh: ch, wake: st.wake, timer: st.timer,
+		trailers: st.trailers[:0], buf: st.buf[:0], doneCh: ch, rwake: rw, wwake: ww, rtimer: rt, wtimer: wt,
 	}
 	streamPool.Put(st)
 }
@@ -174,9 +194,13 @@ func (st *Stream) Read(p []byte) (int, error) {
 	c := st.c
 	c.mu.Lock()
 	for {
-		if st.err != nil {
+		if st.err != nil || st.readClosed {
+			err := st.err
+			if err == nil {
+				err = ErrBodyClosed
+			}
 			c.mu.Unlock()
-			return 0, st.err
+			return 0, err
 		}
 		if st.off < len(st.buf) || len(p) == 0 {
 			break
@@ -185,8 +209,13 @@ func (st *Stream) Read(p []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, io.EOF
 		}
-		if !st.waitLocked(c.cfg.ReadTimeout) && st.err == nil && st.off == len(st.buf) && !st.remoteEnded {
+		d, own := st.waitFor(c.cfg.ReadTimeout, &st.readDL)
+		if d <= 0 || !st.waitLocked(st.rwake, &st.rtimer, d) && st.err == nil && !st.readClosed &&
+			st.off == len(st.buf) && !st.remoteEnded {
 			c.mu.Unlock()
+			if own { // the caller's deadline: the stream stays
+				return 0, ErrDeadline
+			}
 			st.resetCode(http2.ErrCodeCancel, ErrReadTimeout)
 			return 0, ErrReadTimeout
 		}
@@ -211,31 +240,57 @@ func (st *Stream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// waitLocked waits, c.mu unlocked meanwhile, until st is woken or d has
-// passed; it reports false on the timeout.
-func (st *Stream) waitLocked(d time.Duration) bool {
+// waitLocked waits, c.mu unlocked meanwhile, until wake is signalled or d
+// has passed (on *timer, made on first use); it reports false on the
+// timeout.
+func (st *Stream) waitLocked(wake chan struct{}, timer **time.Timer, d time.Duration) bool {
 	c := st.c
 	c.mu.Unlock()
-	if st.timer == nil {
-		st.timer = time.NewTimer(d)
+	if *timer == nil {
+		*timer = time.NewTimer(d)
 	} else {
-		st.timer.Reset(d)
+		(*timer).Reset(d)
 	}
 	ok := true
 	select {
-	case <-st.wake:
-	case <-st.timer.C:
+	case <-wake:
+	case <-(*timer).C:
 		ok = false
 	}
-	st.timer.Stop()
+	(*timer).Stop()
 	c.mu.Lock()
 	return ok
 }
 
-// wakeUp wakes st's waiting Read or Write, if any.
-func (st *Stream) wakeUp() {
+// waitFor returns how long a wait may last: limit, or less when the
+// deadline dl is nearer (own true then; d <= 0 once it has passed).
+func (st *Stream) waitFor(limit time.Duration, dl *atomic.Int64) (d time.Duration, own bool) {
+	at := dl.Load()
+	if at == 0 {
+		return limit, false
+	}
+	if left := time.Duration(at - time.Now().UnixNano()); left < limit {
+		return left, true
+	}
+	return limit, false
+}
+
+// wakeRead wakes st's waiting Read, wakeWrite its waiting Write, wakeUp
+// both (any of them that waits).
+func (st *Stream) wakeRead()  { signal(st.rwake) }
+func (st *Stream) wakeWrite() { signal(st.wwake) }
+func (st *Stream) wakeUp()    { signal(st.rwake); signal(st.wwake) }
+
+func signal(ch chan struct{}) {
 	select {
-	case st.wake <- struct{}{}:
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func drain(ch chan struct{}) {
+	select {
+	case <-ch:
 	default:
 	}
 }
@@ -256,6 +311,10 @@ func (st *Stream) failLocked(err error) int32 {
 	n := int32(len(st.buf) - st.off)
 	st.off, st.buf = 0, st.buf[:0]
 	st.wakeUp()
+	if f := st.afterDone; f != nil {
+		st.afterDone = nil
+		go f()
+	}
 	return n
 }
 
@@ -277,6 +336,7 @@ func (st *Stream) finish() {
 		st.Close()
 	}
 	c.mu.Lock()
+	st.afterDone = nil // the handler is done: nothing to tell it
 	early := !st.remoteEnded && st.err == nil
 	if early && st.slot {
 		// The reset below ends the stream for the client: its place is

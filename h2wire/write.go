@@ -29,6 +29,9 @@ type writer struct {
 	hbuf      bytes.Buffer
 	needFlush bool
 	werr      error // sticky: the connection is unusable for writes
+	// prefaced: our SETTINGS are written; lateGoAway: a GoAway came
+	// before, and is written right after them (a GOAWAY may not lead).
+	prefaced, lateGoAway bool
 
 	// Field strings for the encoder (see interned).
 	seed   maphash.Seed
@@ -110,6 +113,10 @@ func (c *Conn) writePreface() error {
 	)
 	if inc := c.cfg.ConnWindow - minWindow; inc > 0 && c.werr == nil {
 		c.werr = c.fr.WriteWindowUpdate(0, uint32(inc))
+	}
+	c.prefaced = true
+	if c.lateGoAway && c.werr == nil {
+		c.werr = c.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 	}
 	return c.unlockWrite(true)
 }

@@ -176,13 +176,19 @@ func allocsPerRequest(t *testing.T, rt *Route) {
 }
 
 // BenchmarkProxyH2C measures one proxied request from an h2c client (Go's
-// own HTTP/2 client, many streams on one connection) through the HTTP/2
-// engine to the canned HTTP/1.1 backend; allocs/op includes the client's
-// and x/net/http2's server side.
+// own HTTP/2 client, many streams on one connection) through each HTTP/2
+// engine (sub-benchmarks wire and std) to the canned HTTP/1.1 backend;
+// allocs/op includes the client's side and the engine's server side.
 func BenchmarkProxyH2C(b *testing.B) {
+	for _, e := range []string{H2Wire, H2Std} {
+		b.Run(e, func(b *testing.B) { benchProxyH2C(b, e) })
+	}
+}
+
+func benchProxyH2C(b *testing.B, engine string) {
 	be := cannedBackend(b)
 	rt := &Route{Name: "r", Cluster: newCluster(b, "app", upstream.Config{MaxIdle: 256}, be)}
-	addr, _ := startProxy(b, Config{HTTP2: true}, one(rt))
+	addr, _ := startProxy(b, Config{HTTP2: true, H2Engine: engine}, one(rt))
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
 	tr := &http.Transport{Protocols: &p}

@@ -118,6 +118,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	s.flags.Or(flagShutdown)
+	defer s.wireCfg.Pool.Close() // once every connection has ended: no stream is left
 	s.closeIdle()
 	s.mu.Lock()
 	for hc := range s.h2conns {
@@ -152,19 +153,37 @@ func (s *Server) serveConn(c net.Conn, ageAt int64) {
 		}
 		_ = tc.SetDeadline(time.Time{})
 		if tc.ConnectionState().NegotiatedProtocol == "h2" && s.cfg.HTTP2 {
-			s.serveH2(c, nil, true, ageAt)
+			s.serveHTTP2(c, nil, true, ageAt)
 			return
 		}
 	}
 	if h2c := s.serveH1(c, secure, ageAt); h2c != nil {
-		s.serveH2(c, h2c, false, ageAt)
+		s.serveHTTP2(c, h2c, false, ageAt)
 	}
+}
+
+// serveHTTP2 serves an HTTP/2 connection with the configured engine;
+// replay, for h2c, replays the bytes the HTTP/1.1 engine read.
+func (s *Server) serveHTTP2(c net.Conn, replay *prefaceConn, secure bool, ageAt int64) {
+	if s.cfg.H2Engine == H2Std {
+		if replay != nil {
+			s.serveH2(c, replay, secure, ageAt)
+		} else {
+			s.serveH2(c, nil, secure, ageAt)
+		}
+		return
+	}
+	var pre []byte
+	if replay != nil {
+		pre = replay.pending
+	}
+	s.serveWire(c, pre, secure, ageAt)
 }
 
 // serveH1 serves c with the HTTP/1.1 engine, unless its client opens with
 // the HTTP/2 preface (and Config.HTTP2): it then returns the connection
 // replaying what was read, for the HTTP/2 engine.
-func (s *Server) serveH1(c net.Conn, secure bool, ageAt int64) net.Conn {
+func (s *Server) serveH1(c net.Conn, secure bool, ageAt int64) *prefaceConn {
 	hc := newH1Conn(s, c, secure, ageAt)
 	defer hc.release()
 	s.register(hc)

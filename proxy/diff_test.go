@@ -55,11 +55,13 @@ import (
 //
 // Nothing else may differ: status, 1xx heads (103 Early Hints), header
 // fields and values, body and trailers.
-func TestEnginesAgree(t *testing.T) {
+func TestEnginesAgree(t *testing.T) { forEachH2Engine(t, testEnginesAgree) }
+
+func testEnginesAgree(t *testing.T, engine string) {
 	noLeaks(t)
 	rec := newRecorder(t)
 	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, rec.addr)}
-	addr, _ := startProxy(t, Config{HTTP2: true}, one(rt))
+	addr, _ := startProxy(t, Config{HTTP2: true, H2Engine: engine}, one(rt))
 	h2 := h2cClient(t)
 	for _, tc := range diffCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -394,12 +396,14 @@ func TestHTTP10WithoutHostGetsOne(t *testing.T) {
 // answers 400, and the backend receives nothing from either. Cases with
 // no HTTP/2 form (bare LF, obs-fold: line syntax) are HTTP/1.1 only, in
 // TestMalformedRefused.
-func TestEnginesRefuseMalformed(t *testing.T) {
+func TestEnginesRefuseMalformed(t *testing.T) { forEachH2Engine(t, testEnginesRefuseMalformed) }
+
+func testEnginesRefuseMalformed(t *testing.T, engine string) {
 	noLeaks(t)
 	var hits atomic.Int32
 	be := backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	rt := &Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}
-	addr, _ := startProxy(t, Config{HTTP2: true}, one(rt))
+	addr, _ := startProxy(t, Config{HTTP2: true, H2Engine: engine}, one(rt))
 	post := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: "a"}, {Name: ":path", Value: "/"}}
 	with := func(fs ...string) []hpack.HeaderField {
 		out := slices.Clone(post)

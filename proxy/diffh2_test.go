@@ -29,7 +29,9 @@ import (
 // pendingH1Std can list a case whose difference is a known bug of the
 // HTTP/1.1 engine's path to HTTP/2 clusters (h1std.go): its differences
 // are logged instead of failed. It is empty: every case must agree.
-func TestEnginesAgreeH2Upstream(t *testing.T) {
+func TestEnginesAgreeH2Upstream(t *testing.T) { forEachH2Engine(t, testEnginesAgreeH2Upstream) }
+
+func testEnginesAgreeH2Upstream(t *testing.T, engine string) {
 	noLeaks(t)
 	got := make(chan string, 4)
 	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,7 +41,7 @@ func TestEnginesAgreeH2Upstream(t *testing.T) {
 	cl := newCluster(t, "app", upstream.Config{}, be)
 	cl.H2 = upstream.NewH2Transport(upstream.Config{}, true)
 	t.Cleanup(cl.H2.(interface{ CloseIdleConnections() }).CloseIdleConnections)
-	addr, _ := startProxy(t, Config{HTTP2: true}, one(&Route{Name: "r", Cluster: cl}))
+	addr, _ := startProxy(t, Config{HTTP2: true, H2Engine: engine}, one(&Route{Name: "r", Cluster: cl}))
 	h2 := h2cClient(t)
 	next := func() string {
 		select {

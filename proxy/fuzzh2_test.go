@@ -17,7 +17,8 @@ import (
 )
 
 // FuzzH2Engine feeds arbitrary HTTP/2 frames (after the client preface
-// and an empty SETTINGS frame) to the HTTP/2 engine over h2c, with the
+// and an empty SETTINGS frame) to each HTTP/2 engine (h2wire, then
+// x/net's) over h2c, with the
 // same backend as FuzzH1Engine, and checks: no panic and no hang (the
 // connection ends within fuzzWait: idle and body timeouts are short), and
 // the backend never receives a request httpwire would refuse — whatever
@@ -29,25 +30,28 @@ func FuzzH2Engine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		env := fuzzH2Setup(t)
-		if err := env.runH2(in); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.be.settle(); err != nil {
-			t.Fatal(err)
+		for i, env := range fuzzH2Setup(t) {
+			if err := env.runH2(in); err != nil {
+				t.Fatalf("%s engine: %v", fuzzH2Engines[i], err)
+			}
+			if err := env.be.settle(); err != nil {
+				t.Fatalf("%s engine: %v", fuzzH2Engines[i], err)
+			}
 		}
 	})
 }
 
 var fuzzH2Once struct {
 	sync.Once
-	env *fuzzEnv
-	err error
+	envs []*fuzzEnv // one per fuzzH2Engines
+	err  error
 }
 
-// fuzzH2Setup starts an HTTP/2-serving proxy in front of FuzzH1Engine's
-// backend (started once per process, like it).
-func fuzzH2Setup(t *testing.T) *fuzzEnv {
+var fuzzH2Engines = []string{H2Wire, H2Std}
+
+// fuzzH2Setup starts an HTTP/2-serving proxy per engine in front of
+// FuzzH1Engine's backend (started once per process, like it).
+func fuzzH2Setup(t *testing.T) []*fuzzEnv {
 	h1 := fuzzSetup(t)
 	fuzzH2Once.Do(func() {
 		cl, err := newFuzzCluster(h1.be.addr)
@@ -56,22 +60,24 @@ func fuzzH2Setup(t *testing.T) *fuzzEnv {
 			return
 		}
 		rt := &Route{Name: "fuzz2", Cluster: cl, ResponseHeaderTimeout: time.Second, MaxBodyBytes: 16 << 10}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fuzzH2Once.err = err
-			return
+		for _, engine := range fuzzH2Engines {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				fuzzH2Once.err = err
+				return
+			}
+			s := NewServer(Config{
+				HeaderTimeout: fuzzTimeout, IdleTimeout: fuzzTimeout, BodyTimeout: fuzzTimeout,
+				SendTimeout: time.Second, Limits: fuzzLimits, HTTP2: true, H2Engine: engine,
+			}, routerFunc(func(*request.View) (*Route, bool) { return rt, true }))
+			go func() { _ = s.Serve(ln) }()
+			fuzzH2Once.envs = append(fuzzH2Once.envs, &fuzzEnv{addr: ln.Addr().String(), be: h1.be})
 		}
-		s := NewServer(Config{
-			HeaderTimeout: fuzzTimeout, IdleTimeout: fuzzTimeout, BodyTimeout: fuzzTimeout,
-			SendTimeout: time.Second, Limits: fuzzLimits, HTTP2: true,
-		}, routerFunc(func(*request.View) (*Route, bool) { return rt, true }))
-		go func() { _ = s.Serve(ln) }()
-		fuzzH2Once.env = &fuzzEnv{addr: ln.Addr().String(), be: h1.be}
 	})
 	if fuzzH2Once.err != nil {
 		t.Fatal(fuzzH2Once.err)
 	}
-	return fuzzH2Once.env
+	return fuzzH2Once.envs
 }
 
 // runH2 sends the preface, an empty SETTINGS frame and in, then reads

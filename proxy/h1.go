@@ -123,7 +123,7 @@ func (c *h1conn) exchange() *exchangeCtx {
 // copy: the read buffer goes back to the pool). Its first byte has
 // arrived (awaitRequest); the rest of the preface is bounded by the idle
 // deadline armed for it.
-func (c *h1conn) sniffPreface() (net.Conn, bool) {
+func (c *h1conn) sniffPreface() (*prefaceConn, bool) {
 	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 	b, err := c.br.Peek(3)
 	if err != nil || string(b) != "PRI" {

@@ -8,18 +8,22 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/spillwayhq/spillway/h2wire"
 )
 
-// h2conn is one HTTP/2 connection's server: a copy of the Server's
-// http2.Server configured together with an http.Server of its own (used
-// as x/net's BaseConfig), so that Shutdown on that http.Server — through
-// the hook http2.ConfigureServer registers — sends a graceful GOAWAY on
-// this connection only. It costs a few allocations per connection, none
-// per stream.
+// h2conn is one HTTP/2 connection's server. On the h2wire engine it is
+// the h2wire.Conn. On x/net's, a copy of the Server's http2.Server
+// configured together with an http.Server of its own (used as x/net's
+// BaseConfig), so that Shutdown on that http.Server — through the hook
+// http2.ConfigureServer registers — sends a graceful GOAWAY on this
+// connection only. It costs a few allocations per connection, none per
+// stream.
 type h2conn struct {
-	hs  http.Server
-	srv http2.Server
-	c   net.Conn
+	wire *h2wire.Conn // nil on x/net's engine
+	hs   http.Server
+	srv  http2.Server
+	c    net.Conn
 
 	streams atomic.Int64 // streams begun
 	asked   atomic.Bool  // GOAWAY was asked for
@@ -38,22 +42,28 @@ func (s *Server) newH2Conn(c net.Conn) *h2conn {
 	return hc
 }
 
-// goAway starts the connection's graceful shutdown: x/net sends GOAWAY
-// (its last stream id covers the streams it has seen), lets them finish,
-// then closes the connection. Calls after the first do nothing.
+// goAway starts the connection's graceful shutdown: the engine sends
+// GOAWAY (its last stream id covers the streams it has seen), lets them
+// finish, then closes the connection. Calls after the first do nothing.
 func (hc *h2conn) goAway() {
-	if hc.asked.CompareAndSwap(false, true) {
-		_ = hc.hs.Shutdown(context.Background()) // returns at once: hs serves nothing itself
+	if !hc.asked.CompareAndSwap(false, true) {
+		return
 	}
+	if hc.wire != nil {
+		hc.wire.GoAway()
+		return
+	}
+	_ = hc.hs.Shutdown(context.Background()) // returns at once: hs serves nothing itself
 }
 
-// streamBegun counts a stream. A GOAWAY asked for before x/net registered
-// the connection (its first microseconds) would have been lost: a stream
-// proves it registered, so the request is made again, once (x/net sends
-// one GOAWAY per connection however often it is asked).
+// streamBegun counts a stream. On x/net's engine a GOAWAY asked for
+// before x/net registered the connection (its first microseconds) would
+// have been lost: a stream proves it registered, so the request is made
+// again, once (x/net sends one GOAWAY per connection however often it is
+// asked). h2wire keeps a GOAWAY asked for early.
 func (hc *h2conn) streamBegun() {
 	hc.streams.Add(1)
-	if hc.asked.Load() && hc.resent.CompareAndSwap(false, true) {
+	if hc.wire == nil && hc.asked.Load() && hc.resent.CompareAndSwap(false, true) {
 		_ = hc.hs.Shutdown(context.Background())
 	}
 }

@@ -138,3 +138,11 @@ func noLeaks(t *testing.T) {
 func httpLimits(bytes, fields int) httpwire.Limits {
 	return httpwire.Limits{MaxHeaderBytes: bytes, MaxFields: fields}
 }
+
+// forEachH2Engine runs test once per HTTP/2 engine, as subtests named
+// after them.
+func forEachH2Engine(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, e := range []string{H2Wire, H2Std} {
+		t.Run(e, func(t *testing.T) { test(t, e) })
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/spillwayhq/spillway/clock"
+	"github.com/spillwayhq/spillway/h2wire"
 	"github.com/spillwayhq/spillway/httpwire"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	// HTTP2 serves h2 (ALPN, on TLS) and h2c with prior knowledge (on
 	// plaintext). The h2c Upgrade mechanism is never honoured.
 	HTTP2 bool
+	// H2Engine is the HTTP/2 server: H2Wire (h2wire, the default when
+	// empty) or H2Std (x/net/http2's). Both hand each stream to the same
+	// forwarding path.
+	H2Engine string
 	// MaxConns bounds the connections served at once (0: unlimited): a
 	// connection accepted beyond it is closed at once, before any byte is
 	// read, and counted in Stats.Refused.
@@ -79,6 +84,10 @@ type Server struct {
 	cfg    Config
 	router atomic.Pointer[routerBox]
 	h2     *http2.Server
+	// wireCfg configures the h2wire engine's connections (wireConfig),
+	// whose streams run on the Server's own pool of workers, closed by
+	// Shutdown.
+	wireCfg h2wire.Config
 
 	refused atomic.Int64
 	sweep   sweeper
@@ -131,6 +140,8 @@ func NewServer(cfg Config, r Router) *Server {
 		// MaxUploadBufferPerStream and connection bounds are x/net's
 		// defaults (1 MiB per stream, 250 concurrent streams).
 	}
+	s.wireCfg = wireConfig(&s.cfg)
+	s.wireCfg.Pool = h2wire.NewPool(0, 0)
 	size := cfg.Limits.MaxHeaderBytes + 512
 	s.bufs.New = func() any {
 		return &connBufs{br: bufio.NewReaderSize(nil, size), bw: bufio.NewWriterSize(nil, 8<<10)}
