@@ -46,6 +46,13 @@ func (c *Conn) processData(f *http2.DataFrame) error {
 		c.writeReset(id, code, cinc)
 		return nil
 	}
+	if st.off > 0 && len(st.buf)+len(data) > cap(st.buf) {
+		// Compact before growing: the bytes read stay out of the buffer,
+		// whose size the window then bounds (a body that never drains
+		// completely would otherwise grow it with every frame).
+		st.buf = st.buf[:copy(st.buf, st.buf[st.off:])]
+		st.off = 0
+	}
 	st.buf = append(st.buf, data...)
 	pad := size - int32(len(data))
 	st.unacked += pad
