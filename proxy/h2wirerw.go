@@ -53,13 +53,17 @@ func (x *wireExchange) strings(st *h2wire.Stream) (uri, host string) {
 	return uri, host
 }
 
-// appendCanonical appends the canonical form of a lowercase field name
-// (h2wire checked it is a token): each word's first letter uppercased.
+// appendCanonical appends the canonical form of a field name (a token:
+// h2wire and httpwire check it), as textproto's: each word's first
+// letter uppercased, the others lowercased.
 func appendCanonical(t, name []byte) []byte {
 	up := true
 	for _, c := range name {
-		if up && 'a' <= c && c <= 'z' {
+		switch {
+		case up && 'a' <= c && c <= 'z':
 			c -= 'a' - 'A'
+		case !up && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
 		}
 		t = append(t, c)
 		up = c == '-'

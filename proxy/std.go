@@ -308,21 +308,12 @@ func h1Answer(w http.ResponseWriter, rt *Route, o *outbound, resp *upstream.Resp
 		return resp.Head.Status, false, true
 	}
 	h := w.Header()
-	for i := range resp.Head.Fields {
-		f := &resp.Head.Fields[i]
-		if resp.Head.HopByHop(f.Name) || isFraming(f.Name) || removed(f.Name, rt.ResponseRemove) {
-			continue
-		}
-		h.Add(string(f.Name), string(f.Value))
-	}
+	copyFields(h, &resp.Head, rt)
 	for _, f := range rt.ResponseAdd {
 		h.Add(f.Name, f.Value)
 	}
 	addRateLimit(h, t.pass)
 	keepUntyped(h)
-	if resp.Head.ContentLength >= 0 {
-		h.Set("Content-Length", strconv.FormatInt(resp.Head.ContentLength, 10))
-	}
 	rec.upstream(resp.Head.Status)
 	w.WriteHeader(resp.Head.Status)
 	if !httpwire.NoBody(o.method, resp.Head.Status) {
@@ -334,6 +325,60 @@ func h1Answer(w http.ResponseWriter, rt *Route, o *outbound, resp *upstream.Resp
 		}
 	}
 	return resp.Head.Status, false, false
+}
+
+// copyFields copies an HTTP/1.1 upstream's response fields into an
+// HTTP/2 client's header — hop-by-hop and framing fields and the route's
+// removals left out, Content-Length set from the parsed length — with
+// canonical names. Every name and value is a piece of one string and
+// every first value a piece of one slice: two allocations for the head,
+// not two or three per field.
+func copyFields(h http.Header, head *httpwire.ResponseHead, rt *Route) {
+	skip := func(f *httpwire.Field) bool {
+		return head.HopByHop(f.Name) || isFraming(f.Name) || removed(f.Name, rt.ResponseRemove)
+	}
+	size, n := 0, 0
+	for i := range head.Fields {
+		if f := &head.Fields[i]; !skip(f) {
+			size, n = size+len(f.Name)+len(f.Value), n+1
+		}
+	}
+	if head.ContentLength >= 0 {
+		size, n = size+len("Content-Length")+20, n+1
+	}
+	if n == 0 {
+		return
+	}
+	var spans [64]int // where each name and value ends in b
+	sp := spans[:0]
+	b := make([]byte, 0, size)
+	for i := range head.Fields {
+		if f := &head.Fields[i]; !skip(f) {
+			b = appendCanonical(b, f.Name)
+			sp = append(sp, len(b))
+			b = append(b, f.Value...)
+			sp = append(sp, len(b))
+		}
+	}
+	if head.ContentLength >= 0 {
+		b = append(b, "Content-Length"...)
+		sp = append(sp, len(b))
+		b = strconv.AppendInt(b, head.ContentLength, 10)
+		sp = append(sp, len(b))
+	}
+	all := bstr(b) // b is not written again
+	vals := make([]string, 0, n)
+	at := 0
+	for i := 0; i+1 < len(sp); i += 2 {
+		k, v := all[at:sp[i]], all[sp[i]:sp[i+1]]
+		at = sp[i+1]
+		if vs, ok := h[k]; ok && k != "Content-Length" {
+			h[k] = append(vs, v)
+			continue
+		}
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 }
 
 // stdProblem maps a failed exchange to its refusal: the route's timeout
