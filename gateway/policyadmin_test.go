@@ -194,6 +194,7 @@ func TestPolicyRefusalsCounted(t *testing.T) {
 	if text := metricsText(t, g); strings.Contains(text, `spillway_refusals_total{class="default"`) {
 		t.Errorf("route main's answers, all the upstream's, counted as refusals:\n%s", text)
 	}
+	admissionIdle(t, g) // the last answer's slot may come back after its bytes
 	doc := policies(t, g)
 	if len(doc.Routes) != 2 || len(doc.Clusters) != 1 {
 		t.Fatalf("GET /policies: %d routes, %d clusters, want 2 and 1: %+v", len(doc.Routes), len(doc.Clusters), doc)
@@ -258,6 +259,10 @@ func TestPolicyOverrides(t *testing.T) {
 	expectAnswer(t, c, g, "/x", 200, "")
 
 	mustPost(t, g, "/clusters/app/limit/1")
+	// The last answer's admission slot is given back just after its bytes
+	// go out: a client can read them first (under load, by milliseconds).
+	// The held request must find the slot free, or it is refused.
+	admissionIdle(t, g)
 	done := make(chan int, 1)
 	go func() {
 		code, _, _ := fetch(t, h1Client(t), "GET", "http://"+g.Addr("web")+"/hold", nil)
@@ -295,6 +300,16 @@ func TestPolicyOverrides(t *testing.T) {
 	if n := strings.Count(log.String(), `msg="admin: override"`); n != 6 {
 		t.Errorf("%d override log lines, want 6 (one per accepted POST):\n%s", n, log.String())
 	}
+}
+
+// admissionIdle waits until cluster app's admission has nothing in
+// flight.
+func admissionIdle(t *testing.T, g *Gateway) {
+	t.Helper()
+	eventually(t, 5*time.Second, "app's admission to have nothing in flight", func() bool {
+		cl := policies(t, g).Clusters
+		return len(cl) == 1 && cl[0].Admission != nil && cl[0].Admission.InFlight == 0
+	})
 }
 
 // mustPost POSTs an override that must be accepted.
