@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,7 +210,7 @@ func (w *wireWriter) WriteHeader(code int) {
 		return
 	}
 	if code < 100 || code > 999 {
-		panic("proxy: invalid WriteHeader code " + http.StatusText(code))
+		panic("proxy: invalid WriteHeader code " + strconv.Itoa(code))
 	}
 	if code < 200 {
 		w.mu.Lock()
