@@ -166,11 +166,7 @@ func (s *Server) serveConn(c net.Conn, ageAt int64) {
 // replay, for h2c, replays the bytes the HTTP/1.1 engine read.
 func (s *Server) serveHTTP2(c net.Conn, replay *prefaceConn, secure bool, ageAt int64) {
 	if s.cfg.H2Engine == H2Std {
-		if replay != nil {
-			s.serveH2(c, replay, secure, ageAt)
-		} else {
-			s.serveH2(c, nil, secure, ageAt)
-		}
+		s.serveH2(c, replay, secure, ageAt)
 		return
 	}
 	var pre []byte

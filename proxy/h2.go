@@ -22,8 +22,8 @@ import (
 // reference implementation, and its per-stream handler is the engine
 // below, which fills the same View and builds the same upstream head as
 // the HTTP/1.1 engine.
-func (s *Server) serveH2(c net.Conn, replay net.Conn, secure bool, ageAt int64) {
-	conn := c
+func (s *Server) serveH2(c net.Conn, replay *prefaceConn, secure bool, ageAt int64) {
+	var conn net.Conn = c
 	if replay != nil {
 		conn = replay
 	}
