@@ -52,7 +52,7 @@ func (b *reqBody) Read(p []byte) (int, error) {
 			return 0, b.fail(err)
 		}
 	}
-	_ = c.c.SetReadDeadline(deadline(c.s.cfg.BodyTimeout))
+	c.armBody()
 	var n int
 	var err error
 	if b.left >= 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/internal/conndeadline"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -26,8 +27,9 @@ import (
 type h1conn struct {
 	s       *Server
 	c       net.Conn
-	sc      stashConn // c, with the byte the idle wait or the disconnect watcher read
-	bufs    *connBufs // nil while idle
+	sc      stashConn         // c, with the byte the idle wait or the disconnect watcher read
+	dl      conndeadline.Conn // c's deadlines: every one is set through it
+	bufs    *connBufs         // nil while idle
 	br      *bufio.Reader
 	bw      *bufio.Writer
 	one     [1]byte // the idle wait's read
@@ -85,6 +87,7 @@ func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 	hc.watch.gone, hc.watch.timedOut = false, false // a pooled h1conn's last client may have left
 	hc.tunneling.Store(false)
 	hc.sc = stashConn{Conn: c}
+	hc.dl.Reset()
 	hc.peer = peerOf(c)
 	hc.trusted = trusted(s.cfg.TrustedProxies, hc.peer.Addr())
 	hc.hdr.h = &hc.head
@@ -133,7 +136,7 @@ func (c *h1conn) sniffPreface() (*prefaceConn, bool) {
 	if err != nil || string(b) != preface {
 		return nil, false
 	}
-	_ = c.c.SetReadDeadline(time.Time{})
+	c.dl.SetRead(c.c, time.Time{})
 	b, _ = c.br.Peek(c.br.Buffered())
 	return &prefaceConn{Conn: c.c, pending: bytes.Clone(b)}, true
 }
@@ -170,7 +173,7 @@ func (c *h1conn) readHead() (int, error) {
 			}
 		}
 		if seen == 0 {
-			_ = c.c.SetReadDeadline(deadline(cfg.HeaderTimeout))
+			c.dl.ArmRead(c.c, time.Now(), cfg.HeaderTimeout)
 		}
 		seen = len(buf)
 		if seen >= cfg.Limits.MaxHeaderBytes {
@@ -304,7 +307,7 @@ func (c *h1conn) writeProblem(p *Problem, keep bool) bool {
 	keep = keep && c.mayKeep()
 	c.rec.gateway(p, c.isHead)
 	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead, !c.s.cfg.OmitReason)
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	_, _ = c.bw.Write(c.wbuf)
 	return c.bw.Flush() == nil && keep
 }
@@ -349,11 +352,13 @@ func hasQuery(target []byte) bool {
 	return false
 }
 
-func deadline(d time.Duration) time.Time {
-	if d <= 0 {
-		return time.Time{}
-	}
-	return time.Now().Add(d)
-}
+// armSend bounds the next writes to the client by SendTimeout of
+// inactivity, lazily (conndeadline: a keep-alive connection renews it
+// every MaxSlack, not on every write).
+func (c *h1conn) armSend() { c.dl.ArmWrite(c.c, time.Now(), c.s.cfg.SendTimeout) }
+
+// armBody bounds the next reads of the request body by BodyTimeout of
+// inactivity, lazily like armSend.
+func (c *h1conn) armBody() { c.dl.ArmRead(c.c, time.Now(), c.s.cfg.BodyTimeout) }
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

@@ -260,7 +260,7 @@ func (c *h1conn) interim(h *httpwire.ResponseHead) {
 	}
 	b = append(b, "\r\n"...)
 	c.ibuf = b
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	_, _ = c.bw.Write(b)
 	_ = c.bw.Flush()
 }

@@ -105,7 +105,7 @@ func (c *h1conn) copyStdResponse(rt *Route, m int, resp *http.Response, hasBody 
 	}
 	b = append(b, "\r\n"...)
 	c.wbuf = b
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	if _, err := c.bw.Write(b); err != nil {
 		return false
 	}
@@ -140,7 +140,7 @@ func (c *h1conn) streamStd(w io.Writer, body io.Reader) error {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+			c.armSend()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}

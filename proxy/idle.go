@@ -90,7 +90,7 @@ func (c *h1conn) awaitRequest() bool {
 		}
 		c.dropBufs()
 	}
-	_ = c.c.SetReadDeadline(idle)
+	c.dl.SetRead(c.c, idle)
 	n, _ := c.c.Read(c.one[:])
 	if !c.state.CompareAndSwap(connIdle, connActive) || n == 0 {
 		return false
@@ -112,12 +112,13 @@ const busyWait = 50 * time.Millisecond
 // buffers held. It reports whether a request arrived, or wait when the
 // connection is still open and quiet and the wait goes on without them.
 func (c *h1conn) awaitBusy(idle time.Time) (arrived, wait bool) {
-	short := time.Now().Add(busyWait)
-	last := !idle.IsZero() && !short.Before(idle)
+	now := time.Now()
+	last := !idle.IsZero() && !now.Add(busyWait).Before(idle)
 	if last {
-		short = idle
+		c.dl.SetRead(c.c, idle)
+	} else {
+		c.dl.ArmRead(c.c, now, busyWait) // lazily: a busy connection renews it every few requests
 	}
-	_ = c.c.SetReadDeadline(short)
 	_, err := c.br.Peek(1)
 	switch {
 	case err == nil:

@@ -288,7 +288,7 @@ func (c *h1conn) refuse(ref *chain.Refusal, keep bool) bool {
 	keep = keep && c.mayKeep()
 	c.rec.refused(ref, c.isHead)
 	c.wbuf = appendRefusal(c.wbuf[:0], ref, c.pass, keep, c.isHead, !c.s.cfg.OmitReason)
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	_, _ = c.bw.Write(c.wbuf)
 	return c.bw.Flush() == nil && keep
 }

@@ -66,7 +66,7 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 	}
 	b = append(b, "\r\n"...)
 	c.wbuf = b
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	if _, err := c.bw.Write(b); err != nil {
 		return false
 	}
@@ -94,7 +94,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 		n, err := c.resp.Body.Read(buf)
 		if n > 0 {
 			if !armed {
-				_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+				c.armSend()
 			}
 			armed = false // re-armed before every later write: an inactivity bound
 			var werr error
@@ -133,7 +133,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 }
 
 func (c *h1conn) flush() error {
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	return c.bw.Flush()
 }
 

@@ -17,7 +17,10 @@ import (
 )
 
 // Config is one HTTP listener's engine settings. Zero durations and sizes
-// take the defaults in brackets; a negative duration means none.
+// take the defaults in brackets; a negative duration means none. A bound
+// d of the HTTP/1.1 engine is never cut short and may fire up to
+// min(d/8, 250ms) late: it is renewed lazily (internal/conndeadline), so
+// that a busy keep-alive connection costs no timer update per request.
 type Config struct {
 	// HeaderTimeout bounds reading a request head once its first byte
 	// arrived [10s]; a client slower than that gets 408.

@@ -21,7 +21,7 @@ func (c *h1conn) tunnel(rt *Route) {
 	}
 	b = append(b, "\r\n"...)
 	c.wbuf = b
-	_ = c.c.SetWriteDeadline(deadline(c.s.cfg.SendTimeout))
+	c.armSend()
 	if _, err := c.bw.Write(b); err != nil || c.bw.Flush() != nil {
 		c.uresp.Close()
 		return
@@ -35,7 +35,7 @@ func (c *h1conn) tunnel(rt *Route) {
 	if idle <= 0 {
 		idle = time.Hour
 	}
-	_ = c.c.SetDeadline(time.Time{})
+	c.dl.Clear(c.c)
 	c.tunneling.Store(true) // past its age and AgeGrace, the sweeper closes c.c
 	defer c.tunneling.Store(false)
 	done := make(chan struct{})

@@ -110,6 +110,7 @@ func (w *watcher) stop() {
 		w.stopping.Store(true)
 		_ = w.c.c.SetReadDeadline(aLongTimeAgo)
 		<-w.done
+		w.c.dl.Forget() // the watcher cleared the read deadline, or stop's came last
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spillwayhq/spillway/httpwire"
+	"github.com/spillwayhq/spillway/internal/conndeadline"
 )
 
 // conn is one pooled HTTP/1.1 connection with its buffers. One exchange at
@@ -44,9 +45,10 @@ type conn struct {
 	peeked peekResult
 	peekB  [1]byte
 
-	// deadline says a read or write deadline may be set on nc, to clear
-	// before the next exchange.
-	deadline bool
+	// dl tracks nc's deadlines. They are renewed lazily (conndeadline),
+	// and an exchange leaves its read deadline armed when nothing more is
+	// read for it: a busy connection costs no timer update per exchange.
+	dl conndeadline.Conn
 }
 
 // dial opens a new connection (and its TLS session) within ConnectTimeout.
@@ -95,32 +97,16 @@ func (c *conn) close() {
 	c.nc.Close()
 }
 
-// setReadDeadline arms (d > 0) or clears the read deadline.
-func (c *conn) setReadDeadline(d time.Duration) {
-	switch {
-	case d > 0:
-		c.nc.SetReadDeadline(time.Now().Add(d))
-		c.deadline = true
-	case c.deadline:
-		c.nc.SetReadDeadline(time.Time{})
-	}
-}
+// setReadDeadline bounds the next reads by d of inactivity (d <= 0: no
+// bound). A bound may fire up to conndeadline.Slack(d) late.
+func (c *conn) setReadDeadline(d time.Duration) { c.dl.ArmRead(c.nc, time.Now(), d) }
 
-// setWriteDeadline arms (d > 0) the write deadline.
-func (c *conn) setWriteDeadline(d time.Duration) {
-	if d > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(d))
-		c.deadline = true
-	}
-}
+// setWriteDeadline bounds the next writes by d of inactivity (d <= 0: no
+// bound).
+func (c *conn) setWriteDeadline(d time.Duration) { c.dl.ArmWrite(c.nc, time.Now(), d) }
 
 // clearDeadlines clears what an earlier exchange armed.
-func (c *conn) clearDeadlines() {
-	if c.deadline {
-		c.nc.SetDeadline(time.Time{})
-		c.deadline = false
-	}
-}
+func (c *conn) clearDeadlines() { c.dl.Clear(c.nc) }
 
 // rawConn returns the socket under nc (a TCP connection, or TLS over one),
 // or nil.
@@ -151,6 +137,7 @@ func (c *conn) peerGone() bool {
 		return false
 	}
 	c.peeked = peekUnknown
+	c.dl.SetRead(c.nc, time.Time{}) // a deadline left armed may have passed while idle, failing the peek
 	if err := c.raw.Read(c.peekFn); err != nil {
 		return true
 	}

@@ -73,7 +73,9 @@ func (p *Pool) exchange(ctx context.Context, c *conn, reused bool, req *Request,
 		if werr != nil {
 			resp.keepAlive = false // answered early: the request was not sent whole
 		}
-		c.setReadDeadline(req.ReadTimeout)
+		if req.ReadTimeout > 0 || !resp.bodyBuffered() {
+			c.setReadDeadline(req.ReadTimeout) // else nothing more is read: the head's deadline may stay
+		}
 		return nil, false
 	}
 	canceled := c.canceled.Load()

@@ -67,6 +67,13 @@ var methodConnect = []byte("CONNECT")
 
 // frame sets how the body of r's final head is read and whether the
 // connection may be reused after it.
+// bodyBuffered reports whether the framed body needs no more reads from
+// the connection: none, or all of it in the read buffer.
+func (r *Response) bodyBuffered() bool {
+	return r.framing == httpwire.FramingNone ||
+		r.framing == httpwire.FramingLength && r.remain <= int64(r.c.br.Buffered())
+}
+
 func (r *Response) frame(req *Request) error {
 	h := &r.Head
 	if h.TransferEncoding != nil && h.ContentLength >= 0 { // httpwire refuses it too

@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/spillwayhq/spillway/internal/conndeadline"
 )
 
 func TestKeepAliveReuse(t *testing.T) {
@@ -368,4 +371,60 @@ func closeTimedBackend(t *testing.T) (*backend, <-chan time.Time) {
 		closed <- time.Now()
 	})
 	return b, closed
+}
+
+// TestReuseAfterLeftDeadlinePassed: an exchange whose body was buffered
+// whole leaves its head deadline armed; once that has passed while the
+// connection idles, the peek before reuse must not take the expired
+// deadline for a dead connection.
+func TestReuseAfterLeftDeadlinePassed(t *testing.T) {
+	checkLeaks(t)
+	b := newBackend(t, canned(okHello))
+	p := NewPool(b.addr(), Config{})
+	defer p.Close()
+	p.staleCheck = 0 // peek at every reuse
+	req := get("GET", "/")
+	req.HeaderTimeout = 20 * time.Millisecond
+	if st, _, err := do(t, p, req); err != nil || st != 200 {
+		t.Fatalf("%d %v, want 200", st, err)
+	}
+	time.Sleep(req.HeaderTimeout + 2*conndeadline.Slack(req.HeaderTimeout)) // past the deadline left armed
+	if st, body, err := do(t, p, req); err != nil || st != 200 || body != "hello" {
+		t.Fatalf("%d %q %v, want 200 \"hello\"", st, body, err)
+	}
+	if s := p.Stats(); s.Dials != 1 || s.Stale != 0 || s.Reused != 1 {
+		t.Errorf("Stats = %+v, want the connection reused", s)
+	}
+}
+
+// TestHeadDeadlineDoesNotBoundBody: after exchanges that left the head's
+// deadline armed, a body that takes longer than HeaderTimeout to arrive
+// is read whole (the bound is on the head only).
+func TestHeadDeadlineDoesNotBoundBody(t *testing.T) {
+	checkLeaks(t)
+	const head = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
+	release := make(chan struct{})
+	b := newBackend(t, readHeadThen(func(c net.Conn, br *bufio.Reader) {
+		_, _ = io.WriteString(c, okHello) // the first request: buffered whole
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, head+"hello")
+		<-release
+		_, _ = io.WriteString(c, "world")
+	}))
+	p := NewPool(b.addr(), Config{})
+	defer p.Close()
+	req := get("GET", "/")
+	req.HeaderTimeout = 20 * time.Millisecond
+	if st, _, err := do(t, p, req); err != nil || st != 200 {
+		t.Fatalf("first: %d %v, want 200", st, err)
+	}
+	time.AfterFunc(req.HeaderTimeout+2*conndeadline.Slack(req.HeaderTimeout)+50*time.Millisecond, func() { close(release) })
+	if st, body, err := do(t, p, req); err != nil || st != 200 || body != "helloworld" {
+		t.Fatalf("second: %d %q %v, want 200 \"helloworld\"", st, body, err)
+	}
+	if s := p.Stats(); s.Dials != 1 {
+		t.Errorf("Stats = %+v, want one connection", s)
+	}
 }

@@ -43,6 +43,11 @@ type Request struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each write of the request to the connection (an
 	// inactivity bound on a server that stops reading); 0 means none.
+	//
+	// Each of these bounds d is never cut short and may fire up to
+	// min(d/8, 250ms) late: the connection's deadlines are renewed lazily
+	// (internal/conndeadline), so that a busy connection costs no timer
+	// update per exchange.
 	WriteTimeout time.Duration
 	// Interim is called with each 1xx head but 101 (100 Continue, 103 Early
 	// Hints) before the final response; the head is valid only during the

@@ -106,10 +106,7 @@ func (r *Response) Close() {
 		}
 		r.stop = nil
 	}
-	if reuse {
-		c.clearDeadlines()
-	}
-	c.pool.release(c, reuse && !c.canceled.Load())
+	c.pool.release(c, reuse && !c.canceled.Load()) // deadlines left armed: the next exchange renews them
 }
 
 // Framing says how Body is delimited on the upstream connection (the
