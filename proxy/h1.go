@@ -15,6 +15,7 @@ import (
 	"github.com/spillwayhq/spillway/chain"
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/internal/conndeadline"
+	"github.com/spillwayhq/spillway/internal/sendwait"
 	"github.com/spillwayhq/spillway/request"
 	"github.com/spillwayhq/spillway/upstream"
 )
@@ -36,6 +37,16 @@ type h1conn struct {
 	secure  bool
 	peer    netip.AddrPort
 	trusted bool
+
+	// An answer's last bytes may be left in bw (deferred) for
+	// awaitRequest to write and wait for the next request in one system
+	// call less (send, through sw, bw's writer; internal/sendwait); an
+	// eager connection flushes every answer at once (send.go).
+	send      sendwait.Sender
+	sw        sockWriter
+	deferred  bool
+	awaitNext bool
+	eager     bool
 
 	head  httpwire.RequestHead
 	view  request.View
@@ -88,6 +99,9 @@ func newH1Conn(s *Server, c net.Conn, secure bool, ageAt int64) *h1conn {
 	hc.tunneling.Store(false)
 	hc.sc = stashConn{Conn: c}
 	hc.dl.Reset()
+	hc.send.Init(c)
+	hc.sw.c = hc
+	hc.deferred, hc.awaitNext, hc.eager = false, false, false
 	hc.peer = peerOf(c)
 	hc.trusted = trusted(s.cfg.TrustedProxies, hc.peer.Addr())
 	hc.hdr.h = &hc.head
@@ -309,7 +323,7 @@ func (c *h1conn) writeProblem(p *Problem, keep bool) bool {
 	c.wbuf = p.appendH1(c.wbuf[:0], keep, c.isHead, !c.s.cfg.OmitReason)
 	c.armSend()
 	_, _ = c.bw.Write(c.wbuf)
-	return c.bw.Flush() == nil && keep
+	return c.finish(keep) == nil && keep
 }
 
 // fillView points the View at the parsed head (no copies but the Host,

@@ -23,7 +23,7 @@ type connBufs struct {
 func (c *h1conn) takeBufs() {
 	b := c.s.bufs.Get().(*connBufs)
 	b.br.Reset(&c.sc)
-	b.bw.Reset(c.c)
+	b.bw.Reset(&c.sw)
 	c.bufs, c.br, c.bw = b, b.br, b.bw
 }
 
@@ -71,11 +71,22 @@ const (
 // buffers are taken when the byte has arrived (and the byte is the first
 // the read buffer then yields).
 func (c *h1conn) awaitRequest() bool {
+	waited := false
 	if c.bufs != nil {
-		if c.br.Buffered() > 0 || c.sc.has {
-			return true // a pipelined request (the watcher may have read its first byte)
-		}
-		if c.bw.Flush() != nil {
+		switch {
+		case c.br.Buffered() > 0 || c.sc.has:
+			// A pipelined request (the watcher may have read its first
+			// byte, which finish cannot look at while it runs).
+			c.eager = c.eager || c.deferred
+			c.deferred = false
+			return c.flush() == nil
+		case c.deferred:
+			arrived, wait := c.sendDeferred()
+			if !wait {
+				return arrived
+			}
+			waited = true
+		case c.bw.Flush() != nil:
 			return false
 		}
 	}
@@ -85,8 +96,10 @@ func (c *h1conn) awaitRequest() bool {
 	}
 	idle := c.idleDeadline()
 	if c.bufs != nil {
-		if arrived, wait := c.awaitBusy(idle); !wait {
-			return arrived
+		if !waited {
+			if arrived, wait := c.awaitBusy(idle); !wait {
+				return arrived
+			}
 		}
 		c.dropBufs()
 	}
@@ -112,13 +125,7 @@ const busyWait = 50 * time.Millisecond
 // buffers held. It reports whether a request arrived, or wait when the
 // connection is still open and quiet and the wait goes on without them.
 func (c *h1conn) awaitBusy(idle time.Time) (arrived, wait bool) {
-	now := time.Now()
-	last := !idle.IsZero() && !now.Add(busyWait).Before(idle)
-	if last {
-		c.dl.SetRead(c.c, idle)
-	} else {
-		c.dl.ArmRead(c.c, now, busyWait) // lazily: a busy connection renews it every few requests
-	}
+	last := c.armBusy(idle)
 	_, err := c.br.Peek(1)
 	switch {
 	case err == nil:

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"testing"
 	"time"
@@ -120,5 +122,42 @@ func TestPipelinedAcrossBuffers(t *testing.T) {
 		if m := resp.Header.Get("X-Method"); resp.StatusCode != 200 || body != "ok" || m != "GET" {
 			t.Fatalf("response %d after the held one: %d %q, the backend saw method %q", i, resp.StatusCode, body, m)
 		}
+	}
+}
+
+// TestPipelinedUnseen: a request sent while the one before it is still
+// with the backend (so no read of the engine has seen it yet) is answered,
+// in order, on every connection — whether the disconnect watcher took its
+// first byte or a deferred answer's wait missed it (send.go: the wait then
+// ends at busyWait and the connection turns eager). Several connections,
+// since which of the two happens depends on timing.
+func TestPipelinedUnseen(t *testing.T) {
+	noLeaks(t)
+	be := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * time.Millisecond) // widens the window in which the next request arrives
+		}
+		w.Header().Set("X-Path", r.URL.Path)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	addr, _ := startProxy(t, Config{}, one(&Route{Name: "r", Cluster: newCluster(t, "app", upstream.Config{}, be)}))
+	for i := range 8 {
+		c := rawDial(t, addr)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+		time.Sleep(time.Millisecond) // after the engine has read it, most often
+		_, _ = io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+		for _, want := range []string{"/slow", "/next"} {
+			resp, body := readResponse(t, br, "GET")
+			if p := resp.Header.Get("X-Path"); resp.StatusCode != 200 || body != "ok" || p != want {
+				t.Fatalf("connection %d: %d %q for %q, want 200 \"ok\" for %q", i, resp.StatusCode, body, p, want)
+			}
+		}
+		_, _ = io.WriteString(c, "GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, _ := readResponse(t, br, "GET"); resp.Header.Get("X-Path") != "/after" {
+			t.Fatalf("connection %d: the request after them got %q", i, resp.Header.Get("X-Path"))
+		}
+		c.Close()
 	}
 }

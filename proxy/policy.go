@@ -290,7 +290,7 @@ func (c *h1conn) refuse(ref *chain.Refusal, keep bool) bool {
 	c.wbuf = appendRefusal(c.wbuf[:0], ref, c.pass, keep, c.isHead, !c.s.cfg.OmitReason)
 	c.armSend()
 	_, _ = c.bw.Write(c.wbuf)
-	return c.bw.Flush() == nil && keep
+	return c.finish(keep) == nil && keep
 }
 
 // outcomeOf is how a request ended for admission's sample: a client

@@ -71,17 +71,17 @@ func (c *h1conn) copyResponse(rt *Route, m int, hasBody bool) bool {
 		return false
 	}
 	if noBody {
-		c.sent = c.flush() == nil
+		c.sent = c.finish(keep) == nil
 		return keep && c.sent
 	}
-	c.sent = c.copyBody(chunked)
+	c.sent = c.copyBody(chunked, keep)
 	return keep && c.sent
 }
 
 // copyBody streams the response body, re-framed as chunks when chunked.
 // It flushes whenever the upstream has nothing more at hand, so a stream
 // (server-sent events, a long poll) reaches the client as it is produced.
-func (c *h1conn) copyBody(chunked bool) bool {
+func (c *h1conn) copyBody(chunked, keep bool) bool {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -120,7 +120,7 @@ func (c *h1conn) copyBody(chunked bool) bool {
 			if c.bw.Buffered() == 0 {
 				return true // flushed after the last read
 			}
-			return c.flush() == nil
+			return c.finish(keep) == nil
 		}
 		if err != nil {
 			// The upstream failed mid-body: the head is gone, so the only

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spillwayhq/spillway/httpwire"
 	"github.com/spillwayhq/spillway/internal/conndeadline"
+	"github.com/spillwayhq/spillway/internal/sendwait"
 )
 
 // conn is one pooled HTTP/1.1 connection with its buffers. One exchange at
@@ -45,6 +46,10 @@ type conn struct {
 	peeked peekResult
 	peekB  [1]byte
 
+	// send writes a bodiless request and waits for its answer in one
+	// system call less (plaintext TCP only; internal/sendwait).
+	send sendwait.Sender
+
 	// dl tracks nc's deadlines. They are renewed lazily (conndeadline),
 	// and an exchange leaves its read deadline armed when nothing more is
 	// read for it: a busy connection costs no timer update per exchange.
@@ -77,6 +82,7 @@ func (p *Pool) dial(ctx context.Context) (*conn, error) {
 	c.cancelFn = c.cancel
 	c.peekFn = c.peek
 	c.raw = rawConn(nc)
+	c.send.Init(nc)
 	c.idleTimer = time.AfterFunc(time.Hour, c.expire)
 	c.idleTimer.Stop()
 	return c, nil

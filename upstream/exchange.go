@@ -96,6 +96,17 @@ func (p *Pool) exchange(ctx context.Context, c *conn, reused bool, req *Request,
 // writeRequest writes req's head and body to c and flushes them.
 func (c *conn) writeRequest(ctx context.Context, req *Request) error {
 	c.setWriteDeadline(req.WriteTimeout)
+	if c.send.Ready() && (req.Body == nil || req.BodyLength == 0) && c.bw.Buffered() == 0 {
+		// An HTTP/1.1 server sends nothing before the request, as
+		// SendAwait needs; the wait for the head begins in the write.
+		c.setReadDeadline(req.HeaderTimeout)
+		if rest := c.send.SendAwait(req.Head); len(rest) > 0 {
+			if _, err := c.nc.Write(rest); err != nil {
+				return ioError(ctx, "write request", c.canceled.Load(), err)
+			}
+		}
+		return nil
+	}
 	if _, err := c.bw.Write(req.Head); err != nil {
 		return ioError(ctx, "write request", c.canceled.Load(), err)
 	}
