@@ -168,3 +168,22 @@ func routeNames(rs []*Route) []string {
 	}
 	return out
 }
+
+// TestStaticEndpointsInAddressOrder: the endpoints listed in a file are
+// handed to the balancer in address order, the order every discovery
+// source emits (so the list applied at start and the source's first one
+// agree, and round robin's rotation does not change when it arrives);
+// each keeps its own weight and zone.
+func TestStaticEndpointsInAddressOrder(t *testing.T) {
+	c := mustParse(t, t.TempDir(), `{"version": 1, "listeners": [{"address": "127.0.0.1:8080"}],
+		"routes": [{"cluster": "app"}], "clusters": [{"name": "app", "picker": "round_robin", "endpoints": [
+			{"address": "127.0.0.1:9003", "weight": 3}, {"address": "127.0.0.1:9001", "zone": "a"}, "127.0.0.1:9002"]}]}`, noEnv)
+	want := []balancer.Endpoint{
+		{Addr: "127.0.0.1:9001", Weight: 1, Meta: map[string]string{"zone": "a"}},
+		{Addr: "127.0.0.1:9002", Weight: 1},
+		{Addr: "127.0.0.1:9003", Weight: 3},
+	}
+	if got := c.Clusters[0].StaticEndpoints(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("StaticEndpoints = %+v, want %+v", got, want)
+	}
+}

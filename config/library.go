@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/credentials"
 
@@ -108,7 +109,7 @@ func (m *Match) HostList() []string {
 }
 
 // StaticEndpoints returns the cluster's endpoints as balancer endpoints (a
-// zone as Meta["zone"]); nil with discovery.
+// zone as Meta["zone"]), in address order; nil with discovery.
 func (c *Cluster) StaticEndpoints() []balancer.Endpoint {
 	if c.Endpoints == nil {
 		return nil
@@ -120,6 +121,11 @@ func (c *Cluster) StaticEndpoints() []balancer.Endpoint {
 			out[i].Meta = map[string]string{"zone": e.Zone}
 		}
 	}
+	// In address order, as every discovery source emits them: the list
+	// applied at start and the source's first one then agree, so an
+	// order-sensitive picker (round robin) does not change its rotation
+	// when the source's list arrives.
+	slices.SortStableFunc(out, func(a, b balancer.Endpoint) int { return strings.Compare(a.Addr, b.Addr) })
 	return out
 }
 

@@ -183,7 +183,7 @@ type Rewrite struct {
 // Cluster is a group of endpoints and how to balance over them.
 type Cluster struct {
 	Name           string                `yaml:"name" doc:"Name that routes and tcp listeners refer to." required:"true" kind:"name"`
-	Endpoints      []Endpoint            `yaml:"endpoints" doc:"Static endpoints: \"host:port\" strings or mappings; only one of endpoints and discovery."`
+	Endpoints      []Endpoint            `yaml:"endpoints" doc:"Static endpoints: \"host:port\" strings or mappings; only one of endpoints and discovery. The balancer takes them in address order, as discovery emits them (round robin rotates in that order)."`
 	Discovery      *Discovery            `yaml:"discovery" doc:"Endpoints from DNS or from a file, kept up to date."`
 	Picker         string                `yaml:"picker" doc:"How an endpoint is chosen for each request or connection (see the balancer package); least_request is two random choices by requests in flight, weighted." default:"least_request" enum:"least_request,round_robin,random,weighted_random,smooth_weighted,least_outstanding,peak_ewma,ring_hash,maglev"`
 	LeastRequest   *LeastRequest         `yaml:"least_request" doc:"Options of picker least_request."`
