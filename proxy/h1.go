@@ -29,7 +29,7 @@ type h1conn struct {
 	s       *Server
 	c       net.Conn
 	sc      stashConn         // c, with the byte the idle wait or the disconnect watcher read
-	dl      conndeadline.Conn // c's deadlines: every one is set through it
+	dl      conndeadline.Conn // c's deadlines, set through it (it forgets them after the disconnect watcher's own)
 	bufs    *connBufs         // nil while idle
 	br      *bufio.Reader
 	bw      *bufio.Writer
